@@ -1,1 +1,70 @@
-//! placeholder
+//! Black-box test harness for Sepia: starts the **real** `sepia` binary, a **real** origin
+//! server written with std threads, and talks to both with real clients (curl through
+//! `std::process::Command`, raw TCP for malformed input and pipelining).
+//!
+//! Nothing here links the proxy crates: the tests see Sepia exactly as a user does, through its
+//! command line, its configuration file, its sockets and its access log.
+//!
+//! * [`Sepia`]: the binary under test (config file or quick-start CLI), killed on drop.
+//! * [`Origin`]: an HTTP/1.1 origin whose behaviour is chosen by path (`/echo`, `/bytes/N`,
+//!   `/chunked/N`, `/close/N`, `/hang`, `/die-mid-body`, ...) and which records what it saw.
+//! * [`EchoServer`]: a raw TCP echo server, the far end of CONNECT tunnels.
+//! * [`RawClient`] / [`Response`]: a byte-exact client that can send anything.
+//! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
+
+mod binary;
+mod config;
+mod curl;
+mod echo;
+pub mod fixtures;
+mod message;
+mod origin;
+mod origin_routes;
+mod pattern;
+mod raw_client;
+
+pub use binary::{sepia_bin, Sepia};
+pub use config::{forward_config, free_addr, reverse_config};
+pub use curl::{curl, CurlOutput};
+pub use echo::EchoServer;
+pub use message::{Header, Response};
+pub use origin::{Origin, RecordedRequest};
+pub use pattern::{pattern, sha256_hex};
+pub use raw_client::RawClient;
+
+use std::time::{Duration, Instant};
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
+///
+/// Tests wait with this instead of fixed sleeps so that they are fast on an idle machine and
+/// still pass on a loaded two-core one.
+pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_until_reports_success_and_timeout() {
+        let mut calls = 0;
+        assert!(wait_until(Duration::from_secs(1), || {
+            calls += 1;
+            calls == 3
+        }));
+        assert_eq!(calls, 3);
+        let start = Instant::now();
+        assert!(!wait_until(Duration::from_millis(50), || false));
+        assert!(start.elapsed() >= Duration::from_millis(50));
+    }
+}

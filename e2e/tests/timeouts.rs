@@ -1,0 +1,116 @@
+//! Failures and timeouts: dead and hung origins, an origin dying mid-body, slow and idle
+//! clients. Each timeout is configured short (1 s) and asserted with a generous upper bound.
+
+use std::time::{Duration, Instant};
+
+use sepia_e2e::fixtures::reverse_with;
+use sepia_e2e::{curl, free_addr, pattern, reverse_config, RawClient, Sepia};
+
+#[test]
+fn dead_origin_gives_502_with_a_small_body() {
+    let dead = format!("http://{}", free_addr());
+    let sepia = Sepia::start(&reverse_config(&free_addr(), &[&dead]));
+    let started = Instant::now();
+    let out = curl(&[&format!("{}/anything", sepia.url())]);
+    assert_eq!(out.status, 502, "{out:?}");
+    assert!(!out.body.is_empty(), "502 without an explanation");
+    assert!(
+        out.body.len() < 4096,
+        "502 body of {} bytes",
+        out.body.len()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn hung_origin_gives_504_after_origin_first_byte() {
+    let (origin, sepia) = reverse_with("[timeouts]\norigin_first_byte = \"1s\"\n");
+    let mut client = RawClient::connect(sepia.addr());
+    let started = Instant::now();
+    client.send(b"GET /hang HTTP/1.1\r\nHost: app\r\n\r\n");
+    let r = client.read_response();
+    let elapsed = started.elapsed();
+    assert_eq!(r.status, 504, "{}", r.raw_head);
+    assert!(
+        elapsed >= Duration::from_millis(900),
+        "504 after only {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "504 after {elapsed:?}, configured 1s"
+    );
+    assert_eq!(origin.request_count(), 1);
+}
+
+#[test]
+fn slow_origin_within_origin_first_byte_is_served() {
+    let (_origin, sepia) = reverse_with("[timeouts]\norigin_first_byte = \"5s\"\n");
+    let out = curl(&[&format!("{}/delay/300", sepia.url())]);
+    out.assert_status(200);
+    assert_eq!(out.text(), "delayed");
+}
+
+#[test]
+fn client_sending_half_a_head_gets_408() {
+    let (origin, sepia) = reverse_with("[timeouts]\nrequest_head = \"1s\"\n");
+    let mut client = RawClient::connect(sepia.addr());
+    let started = Instant::now();
+    client.send(b"GET /slow HTTP/1.1\r\nHost: app\r\nX-Partial: ");
+    let r = client.read_response();
+    let elapsed = started.elapsed();
+    assert_eq!(r.status, 408, "{}", r.raw_head);
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "408 after {elapsed:?}, configured 1s"
+    );
+    assert!(client.wait_closed(Duration::from_secs(5)));
+    assert_eq!(origin.heads_seen(), 0);
+}
+
+#[test]
+fn idle_client_connection_is_closed_after_client_idle() {
+    let (_origin, sepia) = reverse_with("[timeouts]\nclient_idle = \"1s\"\n");
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(b"GET /bytes/10 HTTP/1.1\r\nHost: app\r\n\r\n");
+    assert_eq!(client.read_response().body, pattern(10));
+    let idle_from = Instant::now();
+    assert!(
+        client.wait_closed(Duration::from_secs(5)),
+        "idle connection kept past 5s"
+    );
+    assert!(
+        idle_from.elapsed() >= Duration::from_millis(800),
+        "closed after {:?}",
+        idle_from.elapsed()
+    );
+}
+
+#[test]
+fn origin_dying_mid_body_is_not_passed_off_as_complete() {
+    let (_origin, sepia) = reverse_with("");
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(b"GET /die-mid-body HTTP/1.1\r\nHost: app\r\n\r\n");
+    // Either no response, or one whose body ends short (a truncated Content-Length body or a
+    // chunked body without its last chunk): never a complete message.
+    match client.try_read_response() {
+        Ok(r) => panic!(
+            "got a complete response of {} bytes:\n{}",
+            r.body.len(),
+            r.raw_head
+        ),
+        Err(e) => assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            ),
+            "unexpected error {e}"
+        ),
+    }
+    let out = curl(&[&format!("{}/die-mid-body", sepia.url())]);
+    assert_ne!(out.exit_code, 0, "curl saw a complete response: {out:?}");
+    assert!(out.body.len() < 100_000);
+}
