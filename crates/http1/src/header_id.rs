@@ -1,0 +1,269 @@
+//! Known header names, classified once while parsing so the rest of the proxy compares a `u8`
+//! instead of strings (Squid spent a measurable share of its time in `httpHeaderIdByName`).
+
+use bytes::Bytes;
+
+/// The header fields the proxy reads. Field names are case-insensitive (RFC 9110 §5.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum HeaderId {
+    #[default]
+    Other,
+    Host,
+    Connection,
+    ContentLength,
+    TransferEncoding,
+    Te,
+    Trailer,
+    Upgrade,
+    KeepAlive,
+    ProxyConnection,
+    ProxyAuthorization,
+    ProxyAuthenticate,
+    Expect,
+    CacheControl,
+    Pragma,
+    Date,
+    Age,
+    Expires,
+    LastModified,
+    ETag,
+    IfNoneMatch,
+    IfModifiedSince,
+    IfMatch,
+    IfUnmodifiedSince,
+    IfRange,
+    Range,
+    Vary,
+    Authorization,
+    Via,
+    XForwardedFor,
+    Forwarded,
+    Location,
+    ContentLocation,
+    ContentType,
+    ContentRange,
+    Referer,
+    UserAgent,
+    Server,
+    AcceptRanges,
+}
+
+/// Candidate names per length; the first byte check makes most misses cost one comparison.
+fn pick(name: &[u8], candidates: &[(&'static [u8], HeaderId)]) -> HeaderId {
+    let first = name[0].to_ascii_lowercase();
+    for (known, id) in candidates {
+        if known[0] == first && name.eq_ignore_ascii_case(known) {
+            return *id;
+        }
+    }
+    HeaderId::Other
+}
+
+impl HeaderId {
+    /// Classifies a field name, ASCII case-insensitively. Dispatches on the length first so an
+    /// unknown name is usually rejected without touching its bytes.
+    pub fn from_name(name: &[u8]) -> HeaderId {
+        use HeaderId::*;
+        // Candidate spellings are lower-case: `pick` lower-cases only the first byte of `name`.
+        let candidates: &[(&'static [u8], HeaderId)] = match name.len() {
+            2 => &[(b"te", Te)],
+            3 => &[(b"age", Age), (b"via", Via)],
+            4 => &[
+                (b"host", Host),
+                (b"date", Date),
+                (b"etag", ETag),
+                (b"vary", Vary),
+            ],
+            5 => &[(b"range", Range)],
+            6 => &[
+                (b"pragma", Pragma),
+                (b"expect", Expect),
+                (b"server", Server),
+            ],
+            7 => &[
+                (b"trailer", Trailer),
+                (b"upgrade", Upgrade),
+                (b"expires", Expires),
+                (b"referer", Referer),
+            ],
+            8 => &[
+                (b"if-match", IfMatch),
+                (b"if-range", IfRange),
+                (b"location", Location),
+            ],
+            9 => &[(b"forwarded", Forwarded)],
+            10 => &[
+                (b"connection", Connection),
+                (b"keep-alive", KeepAlive),
+                (b"user-agent", UserAgent),
+            ],
+            12 => &[(b"content-type", ContentType)],
+            13 => &[
+                (b"cache-control", CacheControl),
+                (b"if-none-match", IfNoneMatch),
+                (b"last-modified", LastModified),
+                (b"authorization", Authorization),
+                (b"content-range", ContentRange),
+                (b"accept-ranges", AcceptRanges),
+            ],
+            14 => &[(b"content-length", ContentLength)],
+            15 => &[(b"x-forwarded-for", XForwardedFor)],
+            16 => &[
+                (b"proxy-connection", ProxyConnection),
+                (b"content-location", ContentLocation),
+            ],
+            17 => &[
+                (b"transfer-encoding", TransferEncoding),
+                (b"if-modified-since", IfModifiedSince),
+            ],
+            18 => &[(b"proxy-authenticate", ProxyAuthenticate)],
+            19 => &[
+                (b"proxy-authorization", ProxyAuthorization),
+                (b"if-unmodified-since", IfUnmodifiedSince),
+            ],
+            _ => return Other,
+        };
+        pick(name, candidates)
+    }
+
+    /// The connection-specific fields a proxy must not forward (RFC 9110 §7.6.1): Connection and
+    /// the fields it conventionally names (Keep-Alive, Proxy-Connection, TE, Transfer-Encoding,
+    /// Upgrade, Trailer). Proxy-Authorization/Proxy-Authenticate are deliberately not included:
+    /// whether to consume or forward them is the proxy's decision (RFC 9110 §11.7).
+    /// Fields listed by name in a Connection header are hop-by-hop too; see
+    /// `RequestHead::connection_lists`.
+    pub fn is_hop_by_hop(self) -> bool {
+        matches!(
+            self,
+            HeaderId::Connection
+                | HeaderId::KeepAlive
+                | HeaderId::ProxyConnection
+                | HeaderId::Te
+                | HeaderId::TransferEncoding
+                | HeaderId::Upgrade
+                | HeaderId::Trailer
+        )
+    }
+}
+
+/// One header field line. `name` and `value` are slices of the head's frozen buffer (never
+/// copies); the value has no leading or trailing whitespace (RFC 9112 §5.1).
+#[derive(Clone, Debug)]
+pub struct Header {
+    pub id: HeaderId,
+    pub name: Bytes,
+    pub value: Bytes,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use HeaderId::*;
+
+    const ALL: &[(&str, HeaderId)] = &[
+        ("Host", Host),
+        ("Connection", Connection),
+        ("Content-Length", ContentLength),
+        ("Transfer-Encoding", TransferEncoding),
+        ("TE", Te),
+        ("Trailer", Trailer),
+        ("Upgrade", Upgrade),
+        ("Keep-Alive", KeepAlive),
+        ("Proxy-Connection", ProxyConnection),
+        ("Proxy-Authorization", ProxyAuthorization),
+        ("Proxy-Authenticate", ProxyAuthenticate),
+        ("Expect", Expect),
+        ("Cache-Control", CacheControl),
+        ("Pragma", Pragma),
+        ("Date", Date),
+        ("Age", Age),
+        ("Expires", Expires),
+        ("Last-Modified", LastModified),
+        ("ETag", ETag),
+        ("If-None-Match", IfNoneMatch),
+        ("If-Modified-Since", IfModifiedSince),
+        ("If-Match", IfMatch),
+        ("If-Unmodified-Since", IfUnmodifiedSince),
+        ("If-Range", IfRange),
+        ("Range", Range),
+        ("Vary", Vary),
+        ("Authorization", Authorization),
+        ("Via", Via),
+        ("X-Forwarded-For", XForwardedFor),
+        ("Forwarded", Forwarded),
+        ("Location", Location),
+        ("Content-Location", ContentLocation),
+        ("Content-Type", ContentType),
+        ("Content-Range", ContentRange),
+        ("Referer", Referer),
+        ("User-Agent", UserAgent),
+        ("Server", Server),
+        ("Accept-Ranges", AcceptRanges),
+    ];
+
+    #[test]
+    fn every_known_name_in_every_case() {
+        for (name, id) in ALL {
+            assert_eq!(HeaderId::from_name(name.as_bytes()), *id, "{name}");
+            assert_eq!(
+                HeaderId::from_name(name.to_ascii_lowercase().as_bytes()),
+                *id,
+                "{name}"
+            );
+            assert_eq!(
+                HeaderId::from_name(name.to_ascii_uppercase().as_bytes()),
+                *id,
+                "{name}"
+            );
+        }
+        // 38 known ids plus Other: a new variant must be added to this table too.
+        assert_eq!(ALL.len(), AcceptRanges as usize);
+    }
+
+    #[test]
+    fn near_misses_are_other() {
+        let misses: &[&[u8]] = &[
+            b"",
+            b"T",
+            b"Hosts",
+            b"Hos",
+            b"Content-Lengths",
+            b"Content_Length",
+            b"Content-Lengt\xe8",
+            b"Xost",
+            b"X-Forwarded-Fo",
+            b"Transfer-Encodinh",
+            b"Accept",
+            b"Set-Cookie",
+            b"\xc8ost",
+        ];
+        for m in misses {
+            assert_eq!(
+                HeaderId::from_name(m),
+                Other,
+                "{:?}",
+                String::from_utf8_lossy(m)
+            );
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_set() {
+        let hop = [
+            Connection,
+            KeepAlive,
+            ProxyConnection,
+            Te,
+            TransferEncoding,
+            Upgrade,
+            Trailer,
+        ];
+        for (_, id) in ALL {
+            assert_eq!(id.is_hop_by_hop(), hop.contains(id), "{id:?}");
+        }
+        assert!(!ProxyAuthorization.is_hop_by_hop());
+        assert!(!ProxyAuthenticate.is_hop_by_hop());
+        assert!(!Other.is_hop_by_hop());
+    }
+}

@@ -1,0 +1,212 @@
+//! Response heads from origins. Parsed a little more leniently than requests, because a proxy
+//! must interoperate with the servers it fronts, but never leniently about the body length.
+
+use std::mem::MaybeUninit;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::error::ParseError;
+use crate::fields::{self, FieldSummary};
+use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
+use crate::header_id::{Header, HeaderId};
+use crate::scanner::HeadScanner;
+use crate::types::{BodyFraming, Limits, Method, Version};
+
+/// A parsed response head; byte fields are slices of `raw`. Reusable like `RequestHead`.
+#[derive(Clone, Debug, Default)]
+pub struct ResponseHead {
+    /// The whole head, status line through the empty line (with any obs-fold already replaced
+    /// by spaces, see [`ResponseDecoder`]).
+    pub raw: Bytes,
+    pub version: Version,
+    /// 100..=999 (RFC 9110 §15 reserves 600..999 but origins do send them).
+    pub status: u16,
+    pub reason: Bytes,
+    pub headers: Vec<Header>,
+    /// Validated Content-Length; `None` when Transfer-Encoding overrode it.
+    pub content_length: Option<u64>,
+    pub chunked: bool,
+    /// The connection may be reused after this response as far as its fields say (RFC 9112
+    /// §9.3); false when Transfer-Encoding and Content-Length were both present (§6.3 rule 3).
+    /// A close-delimited body also ends the connection: see [`ResponseHead::reusable`].
+    pub keep_alive: bool,
+}
+
+impl ResponseHead {
+    /// Empties the head for reuse, keeping the `headers` allocation.
+    pub fn clear(&mut self) {
+        self.raw = Bytes::new();
+        self.version = Version::Http11;
+        self.status = 0;
+        self.reason = Bytes::new();
+        self.headers.clear();
+        self.content_length = None;
+        self.chunked = false;
+        self.keep_alive = false;
+    }
+
+    /// The first value of the field `id`.
+    pub fn get(&self, id: HeaderId) -> Option<&Bytes> {
+        self.headers.iter().find(|h| h.id == id).map(|h| &h.value)
+    }
+
+    /// Every value of the field `id`, in order.
+    pub fn get_all(&self, id: HeaderId) -> impl Iterator<Item = &Bytes> {
+        self.headers
+            .iter()
+            .filter(move |h| h.id == id)
+            .map(|h| &h.value)
+    }
+
+    /// True when a Connection header lists `name` as a token (case-insensitive), RFC 9110 §7.6.1.
+    pub fn connection_lists(&self, name: &[u8]) -> bool {
+        fields::connection_lists(&self.headers, name)
+    }
+
+    /// RFC 9112 §6.3: no body for HEAD, 1xx, 204 and 304 (rule 1), nor for a 2xx to CONNECT
+    /// (rule 2: the connection becomes a tunnel, which is the caller's business); chunked wins
+    /// over Content-Length (rules 3-4); then Content-Length, even 0 (rule 5: the length must be
+    /// forwarded, since without it the client would read until close); else until close
+    /// (rule 8).
+    pub fn body_framing(&self, request_method: Method) -> BodyFraming {
+        let no_body = request_method == Method::Head
+            || (100..200).contains(&self.status)
+            || self.status == 204
+            || self.status == 304
+            || (request_method == Method::Connect && (200..300).contains(&self.status));
+        match (no_body, self.chunked, self.content_length) {
+            (true, _, _) => BodyFraming::Empty,
+            (false, true, _) => BodyFraming::Chunked,
+            (false, false, Some(n)) => BodyFraming::Length(n),
+            (false, false, None) => BodyFraming::UntilClose,
+        }
+    }
+
+    /// Whether the origin connection can carry another request after this response's body:
+    /// `keep_alive` and the body is not delimited by the close.
+    pub fn reusable(&self, request_method: Method) -> bool {
+        self.keep_alive && self.body_framing(request_method) != BodyFraming::UntilClose
+    }
+}
+
+/// Reads response heads off an origin connection's read buffer.
+///
+/// Leniencies, each allowed by RFC 9112 to a recipient: bare LF line endings (§2.2), several
+/// spaces between status-line parts, whitespace between a field name and its colon (§5.1: the
+/// proxy must remove it before forwarding, which re-serialising `Header`s does, since the name
+/// slice excludes it) and obs-fold (§5.2: replaced by spaces; this copies the head, a rare
+/// path). Framing is as strict as for requests, except that Transfer-Encoding with
+/// Content-Length means chunked and no reuse (§6.3 rule 3).
+#[derive(Clone, Debug)]
+pub struct ResponseDecoder {
+    scanner: HeadScanner,
+    limits: Limits,
+}
+
+impl ResponseDecoder {
+    pub fn new(limits: Limits) -> Self {
+        ResponseDecoder {
+            scanner: HeadScanner::new(),
+            limits,
+        }
+    }
+
+    /// Same contract as `RequestDecoder::decode`; any error means "answer 502 and close".
+    pub fn decode(
+        &mut self,
+        buf: &mut BytesMut,
+        out: &mut ResponseHead,
+    ) -> Result<bool, ParseError> {
+        let Some(len) = find_head(&mut self.scanner, &self.limits, buf)? else {
+            return Ok(false);
+        };
+        self.scanner.reset();
+        out.clear();
+        out.raw = buf.split_to(len).freeze();
+        if let Err(e) = parse_response(out, &self.limits) {
+            let Some(unfolded) = unfold_obs_fold(&out.raw) else {
+                return Err(e);
+            };
+            out.clear();
+            out.raw = unfolded;
+            parse_response(out, &self.limits)?;
+        }
+        Ok(true)
+    }
+}
+
+fn parser_config() -> httparse::ParserConfig {
+    let mut config = httparse::ParserConfig::default();
+    config
+        .allow_spaces_after_header_name_in_responses(true)
+        .allow_multiple_spaces_in_response_status_delimiters(true);
+    config
+}
+
+/// Parses `out.raw` (one complete head) into the other fields of `out`.
+fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseError> {
+    let raw = &out.raw;
+    let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
+    let mut resp = httparse::Response::new(&mut []);
+    let status = parser_config().parse_response_with_uninit_headers(
+        &mut resp,
+        raw,
+        &mut storage[..limits.max_headers.min(MAX_HEADERS_CAP)],
+    );
+    expect_complete(status, raw.len())?;
+    let (Some(minor), Some(code)) = (resp.version, resp.code) else {
+        return Err(ParseError::Malformed("invalid status-line"));
+    };
+    out.version =
+        Version::from_minor(minor).ok_or(ParseError::Malformed("unsupported HTTP version"))?;
+    if code < 100 {
+        return Err(ParseError::Malformed("invalid status code"));
+    }
+    out.status = code;
+    out.reason = raw.slice_ref(resp.reason.unwrap_or("").as_bytes());
+
+    let mut summary = FieldSummary::default();
+    collect_headers(raw, resp.headers, &mut out.headers, &mut summary)?;
+    let both = summary.codings.present && summary.content_length.is_some();
+    if summary.codings.present && out.version == Version::Http10 {
+        // RFC 9112 §6.1: treat the framing as faulty.
+        return Err(ParseError::BadFraming(
+            "Transfer-Encoding in an HTTP/1.0 response",
+        ));
+    }
+    out.chunked = summary.codings.framing(false)?;
+    if both {
+        // §6.3 rule 3: Transfer-Encoding overrides Content-Length, and a sender "MUST remove the
+        // received Content-Length field prior to forwarding such a message".
+        out.headers.retain(|h| h.id != HeaderId::ContentLength);
+        out.content_length = None;
+    } else {
+        out.content_length = summary.content_length;
+    }
+    out.keep_alive = !both && summary.keep_alive(out.version);
+    Ok(())
+}
+
+/// If `raw` contains obs-fold (a field line continued on a line starting with SP or HTAB,
+/// RFC 9112 §5.2), returns a copy with each fold's CRLF replaced by spaces; `None` otherwise.
+/// Whitespace right after the status line is not a fold (§2.2) and stays an error.
+fn unfold_obs_fold(raw: &Bytes) -> Option<Bytes> {
+    let status_line_end = memchr::memchr(b'\n', raw)?;
+    let is_fold = |i: usize| matches!(raw.get(i + 1), Some(b' ' | b'\t'));
+    let mut folds = memchr::memchr_iter(b'\n', &raw[status_line_end + 1..])
+        .map(|i| i + status_line_end + 1)
+        .filter(|&i| is_fold(i))
+        .peekable();
+    folds.peek()?;
+    let mut copy = BytesMut::from(&raw[..]);
+    for lf in folds {
+        copy[lf] = b' ';
+        if lf > 0 && copy[lf - 1] == b'\r' {
+            copy[lf - 1] = b' ';
+        }
+    }
+    Some(copy.freeze())
+}
+
+#[cfg(test)]
+mod tests;
