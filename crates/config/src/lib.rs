@@ -1,1 +1,164 @@
-//! placeholder
+//! Sepia's configuration: a TOML file turned into a validated, immutable [`Config`] snapshot.
+//!
+//! Loading is strict: unknown keys, wrong types and bad values are errors (never warnings or
+//! silent defaults), and every error names the file, the line and the dotted key, e.g.
+//! `sepia.toml:12: key 'timeouts.conect': unknown key (expected one of connect, …)`.
+//! A reload is simply a new snapshot built the same way and swapped in whole.
+//!
+//! The file format, with every key, its type, default and meaning, is in `CONFIG.md` beside
+//! this crate; the doc comments of the [`model`] types say the same per field.
+
+pub mod model;
+
+mod error;
+mod raw;
+mod resolve;
+mod values;
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use toml::Spanned;
+
+pub use error::ConfigError;
+pub use model::{
+    AccessLogConfig, Config, Forward, HeaderPolicy, HostHeader, HostMatch, Limits, Listener,
+    LogFormat, LogTarget, Mode, OriginAddr, Route, Server, Timeouts, XForwardedFor,
+};
+
+use crate::values::ConfigValue;
+
+/// The "file" named in errors about command-line values.
+const COMMAND_LINE: &str = "command line";
+
+/// Where the built-in default listens: Squid's customary forward-proxy port, loopback only.
+const DEFAULT_LISTEN: &str = "127.0.0.1:3128";
+
+impl Config {
+    /// The built-in default: a forward proxy on 127.0.0.1:3128 with every default of
+    /// `CONFIG.md`.
+    pub fn builtin_default() -> Config {
+        Config::quick_forward(DEFAULT_LISTEN, None)
+            .unwrap_or_else(|e| unreachable!("the built-in default is valid: {e}"))
+    }
+
+    /// Reads, parses and validates the file at `path`. Errors name the file as given.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&file, None, format!("cannot read the file: {e}")))?;
+        Config::from_toml_str(&text, &file)
+    }
+
+    /// Parses and validates `text`; `file_name` is only used in error messages.
+    pub fn from_toml_str(text: &str, file_name: &str) -> Result<Config, ConfigError> {
+        let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+            let message = e.message().trim().replace('\n', "; ");
+            ConfigError::at(
+                file_name,
+                text,
+                e.span(),
+                None,
+                format!("invalid TOML: {message}"),
+            )
+        })?;
+        let raw: raw::RawFile = serde_path_to_error::deserialize(deserializer)
+            .map_err(|e| ConfigError::from_toml(file_name, text, e))?;
+        resolve::resolve(raw, file_name, text)
+    }
+
+    /// `sepia reverse --listen ADDR --origin URL [--origin URL…] [--workers N]`: one reverse
+    /// listener and one `"*"` route over `origins`, everything else at its default.
+    pub fn quick_reverse(
+        listen: &str,
+        origins: &[String],
+        workers: Option<usize>,
+    ) -> Result<Config, ConfigError> {
+        if origins.is_empty() {
+            return Err(ConfigError::new(
+                COMMAND_LINE,
+                Some("--origin"),
+                "reverse mode needs at least one --origin http://host[:port]",
+            ));
+        }
+        let origins = origins
+            .iter()
+            .map(|url| OriginAddr::parse_value(url).map(raw::Parsed))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|message| ConfigError::new(COMMAND_LINE, Some("--origin"), message))?;
+        let route = raw::RawRoute {
+            host: Spanned::new(0..0, raw::Parsed(HostMatch::Any)),
+            origins: Spanned::new(0..0, origins),
+            host_header: raw::Parsed(HostHeader::Pass),
+        };
+        Config::quick(listen, Mode::Reverse, workers, Some(route))
+    }
+
+    /// `sepia forward --listen ADDR [--workers N]`: one forward listener, every default.
+    pub fn quick_forward(listen: &str, workers: Option<usize>) -> Result<Config, ConfigError> {
+        Config::quick(listen, Mode::Forward, workers, None)
+    }
+
+    /// The defaults plus one listener (and route): built through the same `resolve` as a file
+    /// so the two cannot drift apart.
+    fn quick(
+        listen: &str,
+        mode: Mode,
+        workers: Option<usize>,
+        route: Option<raw::RawRoute>,
+    ) -> Result<Config, ConfigError> {
+        let address = SocketAddr::parse_value(listen)
+            .map_err(|message| ConfigError::new(COMMAND_LINE, Some("--listen"), message))?;
+        let workers = workers.unwrap_or(0) as u64;
+        if workers > raw::MAX_WORKERS {
+            return Err(ConfigError::new(
+                COMMAND_LINE,
+                Some("--workers"),
+                format!(
+                    "{workers} is out of range (expected 0 to {})",
+                    raw::MAX_WORKERS
+                ),
+            ));
+        }
+        let mut raw = raw::RawFile::default();
+        raw.server.workers = raw::Bounded(workers);
+        raw.listen.push(raw::RawListener {
+            address: Spanned::new(0..0, raw::Parsed(address)),
+            mode: Spanned::new(0..0, raw::Parsed(mode)),
+        });
+        raw.route.extend(route);
+        resolve::resolve(raw, COMMAND_LINE, "")
+    }
+
+    /// The route for a request's Host (without port, any case; one trailing dot of a fully
+    /// qualified name is ignored): an exact name first, then the longest matching `*.suffix`,
+    /// then `"*"`. `None` means no route serves this host (the proxy answers 404/421).
+    /// Allocation-free: one pass over the routes.
+    pub fn route_for_host(&self, host: &[u8]) -> Option<&Route> {
+        let host = host.strip_suffix(b".").unwrap_or(host);
+        let mut best_suffix: Option<(usize, &Route)> = None;
+        let mut any = None;
+        for route in &self.routes {
+            match &route.host {
+                HostMatch::Exact(_) => {
+                    if route.host.matches(host) {
+                        return Some(route);
+                    }
+                }
+                HostMatch::Suffix(suffix) => {
+                    let longer = best_suffix.is_none_or(|(len, _)| suffix.len() > len);
+                    if longer && route.host.matches(host) {
+                        best_suffix = Some((suffix.len(), route));
+                    }
+                }
+                HostMatch::Any => {
+                    any = any.or(Some(route));
+                }
+            }
+        }
+        best_suffix.map(|(_, route)| route).or(any)
+    }
+}
+
+#[cfg(test)]
+mod tests;

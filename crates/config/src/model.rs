@@ -1,0 +1,319 @@
+//! The validated, immutable configuration snapshot handed to the proxy.
+//!
+//! Every value here has already been checked: addresses parse, durations are positive where
+//! they must be, origins are plain `http://host[:port]`. The proxy never re-validates; a reload
+//! builds a new [`Config`] and swaps it in whole.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole configuration: one value per section of the TOML file (see `CONFIG.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// `[server]`: process-wide settings.
+    pub server: Server,
+    /// `[[listen]]`: one entry per listening socket; never empty.
+    pub listeners: Vec<Listener>,
+    /// `[limits]`: request size limits.
+    pub limits: Limits,
+    /// `[timeouts]`: every network wait has a deadline.
+    pub timeouts: Timeouts,
+    /// `[headers]`: what the proxy adds to forwarded messages.
+    pub headers: HeaderPolicy,
+    /// `[forward]`: who may use the forward proxy and where CONNECT may go.
+    pub forward: Forward,
+    /// `[[route]]`: reverse-proxy routing by Host, in file order.
+    pub routes: Vec<Route>,
+    /// `[access_log]`: where and how requests are logged.
+    pub access_log: AccessLogConfig,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Server {
+    /// `workers`: worker threads. The file's `0` ("one per CPU core") is already resolved here
+    /// to `std::thread::available_parallelism()`, so this is always at least 1.
+    pub workers: usize,
+    /// `shutdown_grace`: on SIGTERM/SIGINT the proxy stops accepting and lets in-flight requests
+    /// finish for up to this long before closing what is left.
+    pub shutdown_grace: Duration,
+}
+
+/// `[[listen]] mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `"forward"`: clients send absolute-form targets and CONNECT (RFC 9112 §3.2.2, §3.2.3).
+    Forward,
+    /// `"reverse"`: an accelerator in front of origins chosen by `[[route]]` (origin-form targets).
+    Reverse,
+}
+
+/// One `[[listen]]` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listener {
+    /// `address`: `"IPv4:port"` or `"[IPv6]:port"`; port 0 lets the OS choose.
+    pub address: SocketAddr,
+    /// `mode`: how requests on this socket are routed.
+    pub mode: Mode,
+}
+
+/// `[limits]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// `max_request_head`: bytes in a request line plus header fields; larger heads get 431
+    /// (RFC 6585 §5). At most 1 MiB.
+    pub max_request_head: usize,
+    /// `max_headers`: header fields in one request; more get 431.
+    pub max_headers: usize,
+}
+
+/// `[timeouts]`; every value is greater than zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeouts {
+    /// `connect`: TCP connect to one origin; on expiry the next origin of the route is tried,
+    /// and when all have failed the client gets 502.
+    pub connect: Duration,
+    /// `request_head`: a client must send a complete request head within this, else 408.
+    pub request_head: Duration,
+    /// `client_idle`: an idle keep-alive client connection is closed after this.
+    pub client_idle: Duration,
+    /// `origin_first_byte`: the origin must start its response within this, else 504.
+    pub origin_first_byte: Duration,
+    /// `origin_idle`: pooled idle origin connections are closed after this.
+    pub origin_idle: Duration,
+    /// `tunnel_idle`: a CONNECT tunnel with no traffic in either direction is closed after this.
+    pub tunnel_idle: Duration,
+}
+
+/// `[headers] x_forwarded_for`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XForwardedFor {
+    /// `"append"`: add the client address to any X-Forwarded-For the client sent.
+    Append,
+    /// `"replace"`: drop the client's X-Forwarded-For and send only the client address.
+    Replace,
+    /// `"off"`: pass the client's header through untouched and add nothing.
+    Off,
+}
+
+/// `[headers]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeaderPolicy {
+    /// `via`: add `Via: 1.1 <pseudonym>` to requests and responses (RFC 9110 §7.6.3).
+    pub via: bool,
+    /// `via_pseudonym`: the received-by name in Via; an RFC 9110 token (§5.6.2).
+    pub via_pseudonym: String,
+    /// `x_forwarded_for`: what to do with X-Forwarded-For.
+    pub x_forwarded_for: XForwardedFor,
+    /// `forwarded`: add an RFC 7239 `Forwarded: for=…;proto=http;by=…` element.
+    pub forwarded: bool,
+}
+
+/// `[forward]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forward {
+    /// `allow`: client networks allowed to use forward mode; others get 403.
+    pub allow: Vec<ipnet::IpNet>,
+    /// `connect_ports`: CONNECT is allowed only to these ports; others get 403.
+    pub connect_ports: Vec<u16>,
+}
+
+impl Forward {
+    /// Whether a client at `ip` may use the forward proxy.
+    ///
+    /// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, what a dual-stack socket reports for an
+    /// IPv4 peer) is checked as the IPv4 address it stands for, and also as itself so that an
+    /// explicit `::ffff:0:0/96` entry still works. Allocation-free: a linear scan of a list that
+    /// is short in practice.
+    pub fn client_allowed(&self, ip: IpAddr) -> bool {
+        let canonical = ip.to_canonical();
+        self.allow
+            .iter()
+            .any(|net| net.contains(&canonical) || net.contains(&ip))
+    }
+
+    /// Whether CONNECT to `port` is allowed.
+    pub fn connect_port_allowed(&self, port: u16) -> bool {
+        self.connect_ports.contains(&port)
+    }
+}
+
+/// `[[route]] host`, normalised to lowercase.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HostMatch {
+    /// `"www.example.com"`: exactly this host.
+    Exact(String),
+    /// `"*.example.com"`, stored as `".example.com"`: any subdomain, not the bare domain.
+    Suffix(String),
+    /// `"*"`: the default route.
+    Any,
+}
+
+impl HostMatch {
+    /// Whether `host` (without port, any case) matches. Allocation-free.
+    pub fn matches(&self, host: &[u8]) -> bool {
+        match self {
+            HostMatch::Exact(name) => name.as_bytes().eq_ignore_ascii_case(host),
+            HostMatch::Suffix(suffix) => {
+                host.len() > suffix.len()
+                    && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+            }
+            HostMatch::Any => true,
+        }
+    }
+}
+
+/// One origin server of a route, from `"http://host[:port]"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OriginAddr {
+    /// Lowercased host name or IP literal; IPv6 without brackets.
+    pub host: String,
+    /// Port; 80 when the URL gave none.
+    pub port: u16,
+}
+
+impl OriginAddr {
+    /// `host:port` as sent in a Host header (RFC 9110 §7.2): the port is omitted when it is
+    /// http's default 80 (RFC 9110 §4.2.1), and an IPv6 literal is bracketed (RFC 3986 §3.2.2).
+    pub fn authority(&self) -> String {
+        let mut out = String::with_capacity(self.host.len() + 8);
+        if self.host.contains(':') {
+            out.push('[');
+            out.push_str(&self.host);
+            out.push(']');
+        } else {
+            out.push_str(&self.host);
+        }
+        if self.port != 80 {
+            out.push(':');
+            out.push_str(&self.port.to_string());
+        }
+        out
+    }
+}
+
+/// `[[route]] host_header`: the Host sent to the origin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostHeader {
+    /// `"pass"`: the client's Host, unchanged.
+    Pass,
+    /// `"origin"`: the chosen origin's [`OriginAddr::authority`].
+    Origin,
+    /// Any other string: sent literally.
+    Fixed(String),
+}
+
+/// One `[[route]]` table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Route {
+    /// `host`: which request Hosts this route serves.
+    pub host: HostMatch,
+    /// `origins`: tried round-robin; on connect failure the next one is tried. Never empty.
+    pub origins: Vec<OriginAddr>,
+    /// `host_header`: the Host sent to the origin.
+    pub host_header: HostHeader,
+}
+
+/// `[access_log] path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogTarget {
+    /// `"stdout"`.
+    Stdout,
+    /// `"off"`: no access log.
+    Off,
+    /// Any other string: a file opened for appending (relative paths are relative to the
+    /// process's working directory).
+    File(PathBuf),
+}
+
+/// `[access_log] format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// `"squid"`: Squid's native `logformat squid`.
+    Squid,
+    /// `"combined"`: the Apache/NCSA combined format.
+    Combined,
+}
+
+/// `[access_log]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessLogConfig {
+    /// `path`.
+    pub target: LogTarget,
+    /// `format`.
+    pub format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authority_omits_default_port_and_brackets_ipv6() {
+        let cases = [
+            ("example.com", 80, "example.com"),
+            ("example.com", 8080, "example.com:8080"),
+            ("127.0.0.1", 81, "127.0.0.1:81"),
+            ("::1", 80, "[::1]"),
+            ("::1", 8080, "[::1]:8080"),
+        ];
+        for (host, port, want) in cases {
+            let origin = OriginAddr {
+                host: host.to_string(),
+                port,
+            };
+            assert_eq!(origin.authority(), want, "{host} {port}");
+        }
+    }
+
+    #[test]
+    fn host_match_suffix_needs_a_label_before_it() {
+        let suffix = HostMatch::Suffix(".example.com".into());
+        assert!(suffix.matches(b"a.example.com"));
+        assert!(suffix.matches(b"A.B.EXAMPLE.COM"));
+        assert!(!suffix.matches(b"example.com"));
+        assert!(!suffix.matches(b".example.com"));
+        assert!(!suffix.matches(b"badexample.com"));
+        let exact = HostMatch::Exact("example.com".into());
+        assert!(exact.matches(b"Example.COM"));
+        assert!(!exact.matches(b"www.example.com"));
+        assert!(HostMatch::Any.matches(b""));
+    }
+
+    fn forward(allow: &[&str]) -> Forward {
+        Forward {
+            allow: allow.iter().map(|s| s.parse().unwrap()).collect(),
+            connect_ports: vec![443],
+        }
+    }
+
+    #[test]
+    fn client_allowed_v4_v6_and_mapped() {
+        let fwd = forward(&["10.0.0.0/8", "::1/128", "fc00::/7"]);
+        let cases = [
+            ("10.1.2.3", true),
+            ("11.0.0.1", false),
+            ("::1", true),
+            ("::2", false),
+            ("fd00::5", true),
+            ("fe80::1", false),
+            ("::ffff:10.9.9.9", true),
+            ("::ffff:11.9.9.9", false),
+        ];
+        for (ip, want) in cases {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert_eq!(fwd.client_allowed(ip), want, "{ip}");
+        }
+        let mapped_rule = forward(&["::ffff:0:0/96"]);
+        assert!(mapped_rule.client_allowed("::ffff:1.2.3.4".parse().unwrap()));
+        assert!(!forward(&[]).client_allowed("127.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn connect_port_allowed_checks_the_list() {
+        let fwd = forward(&[]);
+        assert!(fwd.connect_port_allowed(443));
+        assert!(!fwd.connect_port_allowed(25));
+    }
+}

@@ -1,0 +1,139 @@
+//! From the deserialised file to the snapshot: the checks that involve more than one value
+//! (at least one listener, routes for reverse listeners, unique route hosts) and the
+//! resolution of `workers = 0`.
+
+use std::collections::HashMap;
+
+use crate::error::ConfigError;
+use crate::model::{
+    AccessLogConfig, Config, Forward, HeaderPolicy, Limits, Listener, Mode, Route, Server, Timeouts,
+};
+use crate::raw::RawFile;
+
+/// `file` and `text` only serve to place errors.
+pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, ConfigError> {
+    let listeners = resolve_listeners(&raw, file, text)?;
+    let routes = resolve_routes(raw.route, file, text)?;
+    Ok(Config {
+        server: Server {
+            workers: resolve_workers(raw.server.workers.as_usize()),
+            shutdown_grace: raw.server.shutdown_grace.0,
+        },
+        listeners,
+        limits: Limits {
+            max_request_head: raw.limits.max_request_head.as_usize(),
+            max_headers: raw.limits.max_headers.as_usize(),
+        },
+        timeouts: Timeouts {
+            connect: raw.timeouts.connect.0 .0,
+            request_head: raw.timeouts.request_head.0 .0,
+            client_idle: raw.timeouts.client_idle.0 .0,
+            origin_first_byte: raw.timeouts.origin_first_byte.0 .0,
+            origin_idle: raw.timeouts.origin_idle.0 .0,
+            tunnel_idle: raw.timeouts.tunnel_idle.0 .0,
+        },
+        headers: HeaderPolicy {
+            via: raw.headers.via,
+            via_pseudonym: raw.headers.via_pseudonym.0 .0,
+            x_forwarded_for: raw.headers.x_forwarded_for.0,
+            forwarded: raw.headers.forwarded,
+        },
+        forward: Forward {
+            allow: raw.forward.allow.into_iter().map(|net| net.0).collect(),
+            connect_ports: raw
+                .forward
+                .connect_ports
+                .into_iter()
+                .filter_map(|port| u16::try_from(port.0).ok())
+                .collect(),
+        },
+        routes,
+        access_log: AccessLogConfig {
+            target: raw.access_log.path.0,
+            format: raw.access_log.format.0,
+        },
+    })
+}
+
+/// `0` means one worker per CPU the process may use.
+pub(crate) fn resolve_workers(workers: usize) -> usize {
+    if workers > 0 {
+        return workers;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listener>, ConfigError> {
+    if raw.listen.is_empty() {
+        return Err(ConfigError::new(
+            file,
+            Some("listen"),
+            "at least one [[listen]] table is required",
+        ));
+    }
+    let mut seen = HashMap::new();
+    let mut listeners = Vec::with_capacity(raw.listen.len());
+    for (index, listen) in raw.listen.iter().enumerate() {
+        let address = listen.address.get_ref().0;
+        let mode = listen.mode.get_ref().0;
+        if let Some(first) = seen.insert(address, index) {
+            return Err(ConfigError::at(
+                file,
+                text,
+                Some(listen.address.span()),
+                Some(format!("listen[{index}].address")),
+                format!("address {address} is already used by listen[{first}]"),
+            ));
+        }
+        if mode == Mode::Reverse && raw.route.is_empty() {
+            return Err(ConfigError::at(
+                file,
+                text,
+                Some(listen.mode.span()),
+                Some(format!("listen[{index}].mode")),
+                "a reverse listener needs at least one [[route]] table",
+            ));
+        }
+        listeners.push(Listener { address, mode });
+    }
+    Ok(listeners)
+}
+
+fn resolve_routes(
+    raw_routes: Vec<crate::raw::RawRoute>,
+    file: &str,
+    text: &str,
+) -> Result<Vec<Route>, ConfigError> {
+    let mut seen = HashMap::new();
+    let mut routes = Vec::with_capacity(raw_routes.len());
+    for (index, raw) in raw_routes.into_iter().enumerate() {
+        let host_span = raw.host.span();
+        let host = raw.host.into_inner().0;
+        if let Some(first) = seen.insert(host.clone(), index) {
+            return Err(ConfigError::at(
+                file,
+                text,
+                Some(host_span),
+                Some(format!("route[{index}].host")),
+                format!("duplicate route host (route[{first}] has the same host)"),
+            ));
+        }
+        let origins_span = raw.origins.span();
+        let origins: Vec<_> = raw.origins.into_inner().into_iter().map(|o| o.0).collect();
+        if origins.is_empty() {
+            return Err(ConfigError::at(
+                file,
+                text,
+                Some(origins_span),
+                Some(format!("route[{index}].origins")),
+                "a route needs at least one origin",
+            ));
+        }
+        routes.push(Route {
+            host,
+            origins,
+            host_header: raw.host_header.0,
+        });
+    }
+    Ok(routes)
+}

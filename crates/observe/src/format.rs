@@ -1,0 +1,245 @@
+//! Access-log line formats. These run on the writer task, never on the request path: numbers
+//! through `itoa`, the date through a string cached per second, no `format!`.
+
+use std::net::IpAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::record::AccessRecord;
+
+/// Which line format the writer produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Squid's native `logformat squid`.
+    Squid,
+    /// Apache/NCSA combined, as Squid's `logformat combined` minus its trailing `%Ss:%Sh`.
+    Combined,
+}
+
+/// Appends one Squid native line (with `\n`), byte-compatible with
+/// `%ts.%03tu %6tr %>a %Ss/%03>Hs %<st %rm %ru %[un %Sh/%<a %mt`.
+pub fn format_squid(rec: &AccessRecord, out: &mut Vec<u8>) {
+    LineFormatter::new(LogFormat::Squid).format(rec, out);
+}
+
+/// Appends one combined line (with `\n`):
+/// `%>a - %[un [%tl] "%rm %ru HTTP/%rv" %>Hs %<st "%{Referer}>h" "%{User-Agent}>h"`,
+/// the time in UTC.
+pub fn format_combined(rec: &AccessRecord, out: &mut Vec<u8>) {
+    LineFormatter::new(LogFormat::Combined).format(rec, out);
+}
+
+/// Formats records one after another, keeping the combined-format date of the last second.
+pub(crate) struct LineFormatter {
+    format: LogFormat,
+    clock: DateCache,
+}
+
+impl LineFormatter {
+    pub(crate) fn new(format: LogFormat) -> LineFormatter {
+        LineFormatter {
+            format,
+            clock: DateCache::default(),
+        }
+    }
+
+    pub(crate) fn format(&mut self, rec: &AccessRecord, out: &mut Vec<u8>) {
+        match self.format {
+            LogFormat::Squid => squid_line(rec, out),
+            LogFormat::Combined => combined_line(rec, &mut self.clock, out),
+        }
+    }
+}
+
+fn squid_line(rec: &AccessRecord, out: &mut Vec<u8>) {
+    let since_epoch = since_epoch(rec.start);
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(num.format(since_epoch.as_secs()).as_bytes());
+    out.push(b'.');
+    push_padded(out, since_epoch.subsec_millis().into(), 3, b'0');
+    out.push(b' ');
+    push_padded(out, rec.elapsed.as_millis(), 6, b' ');
+    out.push(b' ');
+    push_ip(out, rec.client.ip());
+    out.push(b' ');
+    out.extend_from_slice(rec.result.as_str().as_bytes());
+    out.push(b'/');
+    push_padded(out, rec.status.into(), 3, b'0');
+    out.push(b' ');
+    out.extend_from_slice(num.format(rec.bytes_sent).as_bytes());
+    out.push(b' ');
+    push_unquoted(out, &rec.method);
+    out.push(b' ');
+    push_url(out, rec);
+    out.push(b' ');
+    push_unquoted_or_dash(out, rec.user.as_deref());
+    out.push(b' ');
+    out.extend_from_slice(rec.hierarchy.as_str().as_bytes());
+    out.push(b'/');
+    match rec.peer {
+        Some(ip) => push_ip(out, ip),
+        None => out.push(b'-'),
+    }
+    out.push(b' ');
+    push_unquoted_or_dash(out, rec.content_type.as_deref());
+    out.push(b'\n');
+}
+
+fn combined_line(rec: &AccessRecord, clock: &mut DateCache, out: &mut Vec<u8>) {
+    push_ip(out, rec.client.ip());
+    out.extend_from_slice(b" - ");
+    push_unquoted_or_dash(out, rec.user.as_deref());
+    out.extend_from_slice(b" [");
+    out.extend_from_slice(clock.combined(rec.start));
+    out.extend_from_slice(b"] \"");
+    push_quoted(out, &rec.method);
+    out.push(b' ');
+    if let (Some(host), true) = (&rec.scheme_host, rec.target.starts_with(b"/")) {
+        out.extend_from_slice(b"http://");
+        push_quoted(out, host);
+    }
+    push_quoted(out, &rec.target);
+    out.extend_from_slice(b" HTTP/1.");
+    out.extend_from_slice(itoa::Buffer::new().format(rec.version_minor).as_bytes());
+    out.extend_from_slice(b"\" ");
+    push_padded(out, rec.status.into(), 3, b'0');
+    out.push(b' ');
+    out.extend_from_slice(itoa::Buffer::new().format(rec.bytes_sent).as_bytes());
+    out.extend_from_slice(b" \"");
+    push_quoted(out, rec.referer.as_deref().unwrap_or(b"-"));
+    out.extend_from_slice(b"\" \"");
+    push_quoted(out, rec.user_agent.as_deref().unwrap_or(b"-"));
+    out.extend_from_slice(b"\"\n");
+}
+
+/// Time since the epoch; a clock before 1970 logs as 0 rather than failing.
+fn since_epoch(time: SystemTime) -> Duration {
+    time.duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// `value` right-aligned in `width` with `fill` (Squid's `%6tr`, `%03tu`); wider values are
+/// written whole.
+fn push_padded(out: &mut Vec<u8>, value: u128, width: usize, fill: u8) {
+    let mut num = itoa::Buffer::new();
+    let digits = num.format(value).as_bytes();
+    out.resize(out.len() + width.saturating_sub(digits.len()), fill);
+    out.extend_from_slice(digits);
+}
+
+/// An IP as Squid writes `%>a`: IPv4-mapped IPv6 (a dual-stack socket's view of an IPv4
+/// client) as plain IPv4, IPv6 without brackets.
+fn push_ip(out: &mut Vec<u8>, ip: IpAddr) {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => {
+            let mut num = itoa::Buffer::new();
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                out.extend_from_slice(num.format(octet).as_bytes());
+            }
+        }
+        IpAddr::V6(v6) => {
+            use std::io::Write;
+            // Writing into a Vec cannot fail.
+            let _ = write!(out, "{v6}");
+        }
+    }
+}
+
+/// `%ru`: the target as received, prefixed with `http://host` when it is origin-form.
+fn push_url(out: &mut Vec<u8>, rec: &AccessRecord) {
+    if let (Some(host), true) = (&rec.scheme_host, rec.target.starts_with(b"/")) {
+        out.extend_from_slice(b"http://");
+        push_unquoted(out, host);
+    }
+    push_unquoted(out, &rec.target);
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// A space-separated field: kept as received except that spaces and control characters
+/// become `%XX`, so one record stays one line with a fixed number of fields.
+fn push_unquoted(out: &mut Vec<u8>, field: &[u8]) {
+    let needs_escape = |b: &u8| *b <= b' ' || *b == 0x7f;
+    if !field.iter().any(needs_escape) {
+        out.extend_from_slice(field);
+        return;
+    }
+    for &b in field {
+        if needs_escape(&b) {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.push(b);
+        }
+    }
+}
+
+fn push_unquoted_or_dash(out: &mut Vec<u8>, field: Option<&[u8]>) {
+    match field {
+        Some(field) if !field.is_empty() => push_unquoted(out, field),
+        _ => out.push(b'-'),
+    }
+}
+
+/// Inside a `"…"` field: `"` and `\` are backslash-escaped and control characters become
+/// `\xHH`, as Apache does, so the quotes always delimit the field.
+fn push_quoted(out: &mut Vec<u8>, field: &[u8]) {
+    let needs_escape = |b: &u8| *b < b' ' || *b == 0x7f || *b == b'"' || *b == b'\\';
+    if !field.iter().any(needs_escape) {
+        out.extend_from_slice(field);
+        return;
+    }
+    for &b in field {
+        match b {
+            b'"' | b'\\' => out.extend_from_slice(&[b'\\', b]),
+            _ if needs_escape(&b) => out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// The combined format's `22/Nov/2026:07:34:00 +0000`, rebuilt only when the second changes.
+struct DateCache {
+    second: Option<u64>,
+    text: [u8; 26],
+}
+
+impl Default for DateCache {
+    fn default() -> Self {
+        DateCache {
+            second: None,
+            text: *b"01/Jan/1970:00:00:00 +0000",
+        }
+    }
+}
+
+/// httpdate formats years up to 9999 only (and panics beyond); clamp to its last second.
+const LAST_FORMATTABLE_SECOND: u64 = 253_402_300_799;
+
+impl DateCache {
+    fn combined(&mut self, time: SystemTime) -> &[u8] {
+        let second = since_epoch(time).as_secs().min(LAST_FORMATTABLE_SECOND);
+        if self.second != Some(second) {
+            self.second = Some(second);
+            // IMF-fixdate (RFC 9110 §5.6.7) has fixed columns:
+            // "Sun, 22 Nov 2026 07:34:00 GMT" -> day 5..7, month 8..11, year 12..16, time 17..25.
+            let imf = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
+            let imf = imf.as_bytes();
+            let text = &mut self.text;
+            text[0..2].copy_from_slice(&imf[5..7]);
+            text[3..6].copy_from_slice(&imf[8..11]);
+            text[7..11].copy_from_slice(&imf[12..16]);
+            text[12..20].copy_from_slice(&imf[17..25]);
+        }
+        &self.text
+    }
+}
+
+#[cfg(test)]
+#[path = "format_tests.rs"]
+mod tests;

@@ -1,0 +1,192 @@
+//! The writer end to end: records from many tasks land in a file, whole and in full.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::record::{Hierarchy, ResultCode};
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join(format!(
+            "sepia-observe-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn record(task: usize, index: usize) -> AccessRecord {
+    AccessRecord {
+        start: SystemTime::now(),
+        elapsed: Duration::from_millis(index as u64),
+        client: "10.0.0.1:1234".parse().unwrap(),
+        result: match index % 2 {
+            0 => ResultCode::TcpHit,
+            _ => ResultCode::TcpMiss,
+        },
+        status: 200,
+        bytes_sent: index as u64,
+        method: Bytes::from_static(b"GET"),
+        scheme_host: Some(Bytes::from_static(b"example.com")),
+        target: Bytes::from(format!("/t{task}/r{index}")),
+        version_minor: 1,
+        user: None,
+        hierarchy: Hierarchy::Direct,
+        peer: Some("192.0.2.1".parse().unwrap()),
+        content_type: Some(Bytes::from_static(b"text/plain")),
+        referer: None,
+        user_agent: Some(Bytes::from_static(b"test")),
+    }
+}
+
+const TASKS: usize = 8;
+const PER_TASK: usize = 1250;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_writer_keeps_every_line_from_many_tasks() {
+    let dir = TempDir::new("many");
+    let path = dir.0.join("access.log");
+    std::fs::write(&path, "existing line\n").unwrap();
+    let (log, writer) = AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid)
+        .expect("open log file");
+    assert!(log.is_enabled());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for index in 0..PER_TASK {
+                    log.log(record(task, index));
+                    if index % 100 == 99 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    drop(log);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    writer.finish().await;
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("existing line"),
+        "appends, not truncates"
+    );
+    let mut seen = HashSet::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(fields.len(), 10, "{line}");
+        let (secs, millis) = fields[0].split_once('.').unwrap();
+        assert!(secs.parse::<u64>().unwrap() > 1_700_000_000, "{line}");
+        assert_eq!(millis.len(), 3, "{line}");
+        assert!(
+            ["TCP_HIT/200", "TCP_MISS/200"].contains(&fields[3]),
+            "{line}"
+        );
+        assert_eq!(fields[5], "GET");
+        assert_eq!(fields[8], "HIER_DIRECT/192.0.2.1");
+        assert_eq!(fields[9], "text/plain");
+        let url = fields[6].strip_prefix("http://example.com/t").unwrap();
+        let (task, index) = url.split_once("/r").unwrap();
+        let (task, index): (usize, usize) = (task.parse().unwrap(), index.parse().unwrap());
+        assert_eq!(
+            fields[4],
+            index.to_string(),
+            "bytes field matches the record"
+        );
+        assert!(seen.insert((task, index)), "duplicate line {line}");
+    }
+    assert_eq!(seen.len(), TASKS * PER_TASK);
+}
+
+#[tokio::test]
+async fn finish_waits_for_clones_still_logging() {
+    let dir = TempDir::new("late");
+    let path = dir.0.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Combined).unwrap();
+    let late = log.clone();
+    drop(log);
+    let straggler = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        late.log(record(1, 2));
+    });
+    writer.finish().await;
+    straggler.await.unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("\"GET http://example.com/t1/r2 HTTP/1.1\" 200 2 \"-\" \"test\""));
+}
+
+#[tokio::test]
+async fn lines_are_written_without_waiting_for_a_full_chunk() {
+    let dir = TempDir::new("prompt");
+    let path = dir.0.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    log.log(record(0, 0));
+    let mut written = String::new();
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        written = std::fs::read_to_string(&path).unwrap();
+        if !written.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(
+        written.lines().count(),
+        1,
+        "one record, written while the log is open"
+    );
+    drop(log);
+    writer.finish().await;
+}
+
+#[tokio::test]
+async fn spawn_reports_an_unopenable_file() {
+    let dir = TempDir::new("bad");
+    let path = dir.0.join("no-such-dir").join("access.log");
+    let err = AccessLogWriter::spawn(LogSink::File(path), LogFormat::Squid).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(err.to_string().contains("no-such-dir"), "{err}");
+}
+
+#[tokio::test]
+async fn stdout_writer_stops_when_handles_are_dropped() {
+    let (log, writer) = AccessLogWriter::spawn(LogSink::Stdout, LogFormat::Squid).unwrap();
+    drop(log);
+    tokio::time::timeout(Duration::from_secs(5), writer.finish())
+        .await
+        .expect("finish returns once the only handle is gone");
+}
+
+#[test]
+fn disabled_log_drops_records() {
+    let log = AccessLog::disabled();
+    assert!(!log.is_enabled());
+    log.log(record(0, 0));
+    assert!(!AccessLog::default().is_enabled());
+    assert_eq!(format!("{log:?}"), "AccessLog { enabled: false }");
+}
