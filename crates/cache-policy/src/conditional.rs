@@ -1,0 +1,320 @@
+//! Conditional requests: validating a stored response with the origin
+//! (RFC 9111 §4.3.1) and answering a client's conditionals from cache
+//! (RFC 9111 §4.3.2, RFC 9110 §13.1, §13.2.2).
+
+use crate::dates::first_date;
+use crate::etag::{field_matches, Comparison};
+use crate::fields::Fields;
+use crate::stored::StoredMeta;
+
+/// Validators to put on a request that revalidates a stored response
+/// (§4.3.1): the stored entity-tag as `If-None-Match`, and the stored
+/// `Last-Modified` exactly as received as `If-Modified-Since`, each only
+/// when the stored response has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validators<'a> {
+    /// Value for `If-None-Match`.
+    pub if_none_match: Option<&'a [u8]>,
+    /// Value for `If-Modified-Since`.
+    pub if_modified_since: Option<&'a [u8]>,
+}
+
+impl Validators<'_> {
+    /// Whether there is anything to validate with; without validators a
+    /// revalidation is a plain request.
+    pub fn is_empty(&self) -> bool {
+        self.if_none_match.is_none() && self.if_modified_since.is_none()
+    }
+}
+
+/// The validators for revalidating `stored` (§4.3.1).
+///
+/// Sending both is what §4.3.1 recommends: an origin that ignores
+/// entity-tags can still answer on the date.
+pub fn validators(stored: &StoredMeta) -> Validators<'_> {
+    Validators {
+        if_none_match: stored.etag.as_deref(),
+        if_modified_since: stored.last_modified_raw.as_deref(),
+    }
+}
+
+/// Request fields that make a request conditional (RFC 9110 §13.1).
+pub const CONDITIONAL_FIELDS: [&str; 5] = [
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+];
+
+/// What to do with a client's own conditional fields
+/// ([`CONDITIONAL_FIELDS`]) on a request the cache forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionalForwarding {
+    /// Forward them unchanged: the cache will not store or use the response
+    /// (a pass), so the origin evaluates them.
+    PassThrough,
+    /// Remove them: the cache wants a complete response to store (a miss it
+    /// will fill) and then answers them itself with
+    /// [`evaluate_conditionals`]. Otherwise a client's 304 would leave the
+    /// cache empty.
+    Strip,
+    /// Remove them and send the stored response's [`validators`] instead: the
+    /// cache is revalidating its copy; the client's conditionals are then
+    /// answered from the refreshed (or replaced) response (§4.3.2).
+    Replace,
+}
+
+/// Decides [`ConditionalForwarding`] for a forwarded request.
+///
+/// `revalidating` is the stored response being revalidated, if any;
+/// `will_store` says whether the response is meant to fill the cache.
+pub fn conditional_forwarding(
+    revalidating: Option<&StoredMeta>,
+    will_store: bool,
+) -> ConditionalForwarding {
+    match revalidating {
+        Some(stored) if !validators(stored).is_empty() => ConditionalForwarding::Replace,
+        Some(_) | None if will_store => ConditionalForwarding::Strip,
+        _ => ConditionalForwarding::PassThrough,
+    }
+}
+
+/// The result of evaluating a client's preconditions against a stored
+/// response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionalOutcome {
+    /// Serve the stored response normally (no condition, or they pass).
+    Proceed,
+    /// Answer `304 Not Modified` with [`NOT_MODIFIED_FIELDS`] of the stored
+    /// response (RFC 9110 §15.4.5).
+    NotModified,
+    /// Answer `412 Precondition Failed` (RFC 9110 §15.5.13).
+    PreconditionFailed,
+}
+
+/// Fields a 304 generated from cache carries from the stored response: the
+/// ones RFC 9110 §15.4.5 requires when they would be in a 200, plus
+/// `Last-Modified` to guide cache updates downstream.
+pub const NOT_MODIFIED_FIELDS: [&str; 7] = [
+    "cache-control",
+    "content-location",
+    "date",
+    "etag",
+    "expires",
+    "last-modified",
+    "vary",
+];
+
+/// Evaluates `If-Match`, `If-Unmodified-Since`, `If-None-Match` and
+/// `If-Modified-Since` against a stored response in the order of RFC 9110
+/// §13.2.2. (`If-Range` belongs to range handling: [`crate::range_for_stored`].)
+///
+/// - Preconditions apply only when the stored status is 2xx (§13.2.1).
+/// - `If-None-Match` uses weak comparison, lists and `*`; on a match `GET` /
+///   `HEAD` get 304, other methods 412 (§13.1.2).
+/// - `If-Modified-Since` counts only for `GET` / `HEAD` without
+///   `If-None-Match`, comparing with `Last-Modified`, else `Date`, else the
+///   receipt time (RFC 9111 §4.3.2). An invalid date is ignored.
+/// - `If-Match` (strong comparison) and `If-Unmodified-Since` are answered
+///   with 412 when they fail, as the origin would for the same
+///   representation. `If-Unmodified-Since` needs a `Last-Modified`.
+pub fn evaluate_conditionals<R: Fields>(
+    method: &[u8],
+    request: &R,
+    stored: &StoredMeta,
+) -> ConditionalOutcome {
+    if !(200..300).contains(&stored.status) {
+        return ConditionalOutcome::Proceed;
+    }
+    let etag = stored.etag.as_deref();
+    if request.contains(b"if-match") {
+        if !field_matches(request, b"if-match", etag, Comparison::Strong) {
+            return ConditionalOutcome::PreconditionFailed;
+        }
+    } else if let (Some(limit), Some(last_modified)) = (
+        first_date(request, b"if-unmodified-since"),
+        stored.last_modified,
+    ) {
+        if last_modified > limit {
+            return ConditionalOutcome::PreconditionFailed;
+        }
+    }
+    let get_or_head = method == b"GET" || method == b"HEAD";
+    if request.contains(b"if-none-match") {
+        if field_matches(request, b"if-none-match", etag, Comparison::Weak) {
+            return if get_or_head {
+                ConditionalOutcome::NotModified
+            } else {
+                ConditionalOutcome::PreconditionFailed
+            };
+        }
+        return ConditionalOutcome::Proceed;
+    }
+    if get_or_head {
+        if let Some(since) = first_date(request, b"if-modified-since") {
+            if stored.modification_date() <= since {
+                return ConditionalOutcome::NotModified;
+            }
+        }
+    }
+    ConditionalOutcome::Proceed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PolicyConfig;
+    use crate::fields::FieldList;
+
+    const T0: u64 = 1_700_000_000;
+
+    fn date(secs: u64) -> String {
+        httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    }
+
+    fn stored_with(status: u16, pairs: &[(&str, &str)]) -> StoredMeta {
+        StoredMeta::from_response(
+            status,
+            &FieldList::from_pairs(pairs),
+            T0,
+            T0,
+            b"http://h/",
+            &PolicyConfig::default(),
+        )
+    }
+
+    #[test]
+    fn validators_come_from_the_stored_response() {
+        let lm = date(T0 - 3000);
+        let both = stored_with(200, &[("ETag", "W/\"abcdef\""), ("Last-Modified", &lm)]);
+        let v = validators(&both);
+        assert_eq!(v.if_none_match, Some(&b"W/\"abcdef\""[..]));
+        assert_eq!(v.if_modified_since, Some(lm.as_bytes()));
+        assert!(!v.is_empty());
+        let none = stored_with(200, &[("Cache-Control", "max-age=1")]);
+        assert!(validators(&none).is_empty());
+        // An unparseable Last-Modified is still echoed byte for byte.
+        let odd = stored_with(200, &[("Last-Modified", "Wed, 01 Jan 2020 00:00:00 GMT")]);
+        assert_eq!(
+            validators(&odd).if_modified_since,
+            Some(&b"Wed, 01 Jan 2020 00:00:00 GMT"[..])
+        );
+    }
+
+    #[test]
+    fn forwarding_choice() {
+        let with_etag = stored_with(200, &[("ETag", "\"a\"")]);
+        let without = stored_with(200, &[]);
+        let cases: &[(Option<&StoredMeta>, bool, ConditionalForwarding)] = &[
+            (Some(&with_etag), true, ConditionalForwarding::Replace),
+            (Some(&with_etag), false, ConditionalForwarding::Replace),
+            (Some(&without), true, ConditionalForwarding::Strip),
+            (Some(&without), false, ConditionalForwarding::PassThrough),
+            (None, true, ConditionalForwarding::Strip),
+            (None, false, ConditionalForwarding::PassThrough),
+        ];
+        for (stored, will_store, expected) in cases {
+            assert_eq!(
+                conditional_forwarding(*stored, *will_store),
+                *expected,
+                "{will_store}"
+            );
+        }
+    }
+
+    #[test]
+    fn conditional_table() {
+        use ConditionalOutcome::{NotModified as Nm, PreconditionFailed as Pf, Proceed as Go};
+        let lm = date(T0 - 3000);
+        let before = date(T0 - 5000);
+        let after = date(T0 - 2000);
+        // T0 - 3000 is Tue, 14 Nov 2023 21:23:20 GMT; the same instant in RFC 850 form.
+        let same_rfc850 = "Tuesday, 14-Nov-23 21:23:20 GMT";
+        assert_eq!(
+            crate::dates::parse_http_date(same_rfc850.as_bytes()),
+            Some(T0 - 3000)
+        );
+        let stored_date = date(T0);
+        let full = stored_with(
+            200,
+            &[
+                ("ETag", "\"abcdef\""),
+                ("Last-Modified", &lm),
+                ("Date", &stored_date),
+            ],
+        );
+        let no_lm = stored_with(200, &[("Date", &stored_date)]);
+        let not_found = stored_with(404, &[("ETag", "\"abcdef\"")]);
+        type Case<'a> = (
+            &'a str,
+            &'a StoredMeta,
+            &'a [(&'a str, &'a str)],
+            ConditionalOutcome,
+        );
+        let cases: &[Case<'_>] = &[
+            ("GET", &full, &[], Go),
+            ("GET", &full, &[("If-None-Match", "\"abcdef\"")], Nm),
+            ("HEAD", &full, &[("If-None-Match", "\"abcdef\"")], Nm),
+            ("GET", &full, &[("If-None-Match", "W/\"abcdef\"")], Nm),
+            (
+                "GET",
+                &full,
+                &[("If-None-Match", "\"1234\", \"abcdef\"")],
+                Nm,
+            ),
+            ("GET", &full, &[("If-None-Match", "*")], Nm),
+            ("GET", &full, &[("If-None-Match", "\"other\"")], Go),
+            ("DELETE", &full, &[("If-None-Match", "\"abcdef\"")], Pf),
+            // If-None-Match takes precedence over If-Modified-Since.
+            (
+                "GET",
+                &full,
+                &[
+                    ("If-None-Match", "\"abcdef\""),
+                    ("If-Modified-Since", &before),
+                ],
+                Nm,
+            ),
+            (
+                "GET",
+                &full,
+                &[
+                    ("If-None-Match", "\"other\""),
+                    ("If-Modified-Since", &after),
+                ],
+                Go,
+            ),
+            ("GET", &full, &[("If-Modified-Since", &lm)], Nm),
+            ("GET", &full, &[("If-Modified-Since", &after)], Nm),
+            ("GET", &full, &[("If-Modified-Since", &before)], Go),
+            ("GET", &full, &[("If-Modified-Since", same_rfc850)], Nm),
+            ("GET", &full, &[("If-Modified-Since", "garbage")], Go),
+            ("POST", &full, &[("If-Modified-Since", &after)], Go),
+            // No Last-Modified: Date stands in (RFC 9111 §4.3.2).
+            ("GET", &no_lm, &[("If-Modified-Since", &before)], Go),
+            ("GET", &no_lm, &[("If-Modified-Since", &date(T0 + 10))], Nm),
+            // If-Match / If-Unmodified-Since.
+            ("GET", &full, &[("If-Match", "\"abcdef\"")], Go),
+            ("GET", &full, &[("If-Match", "W/\"abcdef\"")], Pf),
+            ("GET", &full, &[("If-Match", "\"nope\"")], Pf),
+            ("GET", &full, &[("If-Match", "*")], Go),
+            ("GET", &full, &[("If-Unmodified-Since", &after)], Go),
+            ("GET", &full, &[("If-Unmodified-Since", &before)], Pf),
+            (
+                "GET",
+                &full,
+                &[("If-Match", "\"abcdef\""), ("If-Unmodified-Since", &before)],
+                Go,
+            ),
+            ("GET", &no_lm, &[("If-Unmodified-Since", &before)], Go),
+            // Preconditions do not apply to a stored 404.
+            ("GET", &not_found, &[("If-None-Match", "\"abcdef\"")], Go),
+        ];
+        for (method, stored, request, expected) in cases {
+            let got =
+                evaluate_conditionals(method.as_bytes(), &FieldList::from_pairs(request), stored);
+            assert_eq!(got, *expected, "{method} {request:?}");
+        }
+    }
+}

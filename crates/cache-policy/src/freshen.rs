@@ -1,0 +1,371 @@
+//! Which fields are stored (RFC 9111 §3.1) and how a 304 (or a `HEAD`
+//! response) updates a stored response (RFC 9111 §3.2, §4.3.3–§4.3.5).
+
+use bytes::Bytes;
+
+use crate::cache_control::qualified_field_names;
+use crate::etag::EntityTag;
+use crate::fields::{list_members, FieldList, Fields};
+use crate::stored::StoredMeta;
+
+/// Fields a cache never stores or forwards from a stored response: the
+/// hop-by-hop fields of RFC 9110 §7.6.1 (§3.1 "MUST NOT store"), and the
+/// proxy authentication fields, which concern one hop's proxy, not the
+/// resource (§3.1: "fields that are specific to the proxy").
+pub fn is_hop_by_hop(name: &[u8]) -> bool {
+    const HOP_BY_HOP: [&[u8]; 9] = [
+        b"connection",
+        b"proxy-connection",
+        b"keep-alive",
+        b"te",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-authentication-info",
+        b"proxy-authorization",
+    ];
+    HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// Fields a 304 or `HEAD` response never overwrites in a stored response.
+///
+/// §3.2: "caches MUST NOT update Content-Length". The others describe the
+/// stored content itself (its coding, digest, range, validator): §3.2 lets a
+/// cache keep fields needed for the integrity of the stored response, and
+/// replacing them would pair old content with new metadata. (The
+/// http-cache-tests `304-etag-update-response-*` family expects exactly this
+/// list to be kept.)
+pub fn is_never_updated(name: &[u8]) -> bool {
+    const KEPT: [&[u8]; 5] = [
+        b"content-length",
+        b"content-encoding",
+        b"content-md5",
+        b"content-range",
+        b"etag",
+    ];
+    KEPT.iter().any(|k| name.eq_ignore_ascii_case(k))
+}
+
+/// Whether `name` is listed in any `Connection` line of `fields`.
+fn connection_listed<F: Fields>(fields: &F, name: &[u8]) -> bool {
+    fields
+        .values(b"connection")
+        .flat_map(list_members)
+        .any(|listed| listed.eq_ignore_ascii_case(name))
+}
+
+/// Decides which response fields go into the cache (§3.1), borrowing the
+/// response so no list is built.
+///
+/// Drops hop-by-hop fields, fields named in `Connection`, and fields named by
+/// qualified `no-cache="..."` (our choice for §5.2.2.4: the listed fields
+/// are simply not stored, the rest is reused without revalidation) and, in a
+/// shared cache, qualified `private="..."` (§5.2.2.7).
+pub struct StoredFieldFilter<'a, F: Fields> {
+    response: &'a F,
+    shared: bool,
+    has_connection: bool,
+    has_qualifiers: bool,
+}
+
+impl<'a, F: Fields> StoredFieldFilter<'a, F> {
+    /// Prepares the filter for one response.
+    pub fn new(response: &'a F, shared: bool) -> Self {
+        Self {
+            response,
+            shared,
+            has_connection: response.contains(b"connection"),
+            has_qualifiers: qualified_field_names(response, shared).next().is_some(),
+        }
+    }
+
+    /// Whether the field `name` is stored.
+    pub fn keep(&self, name: &[u8]) -> bool {
+        if is_hop_by_hop(name) {
+            return false;
+        }
+        if self.has_connection && connection_listed(self.response, name) {
+            return false;
+        }
+        !(self.has_qualifiers
+            && qualified_field_names(self.response, self.shared)
+                .any(|n| n.eq_ignore_ascii_case(name)))
+    }
+
+    /// The stored fields as an owned list.
+    pub fn stored_fields(&self) -> FieldList {
+        let mut list = FieldList::new();
+        for (name, value) in self.response.lines().filter(|(n, _)| self.keep(n)) {
+            list.push(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+        }
+        list
+    }
+}
+
+/// Merges the fields of a 304 (or of a `HEAD` response, §4.3.5) into a
+/// stored response's fields (§3.2, §4.3.4).
+///
+/// Every field of `update` replaces all stored lines of the same name,
+/// except hop-by-hop fields, fields named in the update's `Connection`, and
+/// [`is_never_updated`] fields. `Date` and `Age` always come from the update,
+/// even when it lacks them: they describe the response just received, and a
+/// stored `Age` or old `Date` kept next to a new receipt time would make the
+/// refreshed response look older than it is. Stored lines keep their order;
+/// new fields follow.
+///
+/// Rebuild [`StoredMeta`] from the result with the revalidation's request and
+/// response times.
+pub fn freshen_headers<S: Fields, U: Fields>(stored: &S, update: &U) -> FieldList {
+    let takes = |name: &[u8]| {
+        !is_hop_by_hop(name) && !is_never_updated(name) && !connection_listed(update, name)
+    };
+    let replaced = |name: &[u8]| {
+        name.eq_ignore_ascii_case(b"date")
+            || name.eq_ignore_ascii_case(b"age")
+            || (takes(name) && update.contains(name))
+    };
+    let mut merged = FieldList::new();
+    for (name, value) in stored.lines().filter(|(n, _)| !replaced(n)) {
+        merged.push(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+    }
+    for (name, value) in update.lines().filter(|(n, _)| takes(n)) {
+        merged.push(Bytes::copy_from_slice(name), Bytes::copy_from_slice(value));
+    }
+    merged
+}
+
+/// Which stored responses a 304 updates (§4.3.4), as indexes into
+/// `candidates` (the stored variants of the request's primary key).
+///
+/// 1. A strong entity-tag in the 304 selects every candidate with the same
+///    strong entity-tag.
+/// 2. A weak entity-tag selects the most recent candidate that weakly
+///    matches.
+/// 3. A `Last-Modified` (without entity-tag) selects candidates with the
+///    same `Last-Modified`.
+/// 4. Otherwise, or when nothing matched: a single candidate is selected.
+///    The 304 answers the conditional request the cache sent for that very
+///    response, so the origin has said that representation is current; this
+///    also covers origins that send a different validator in the 304 (the
+///    http-cache-tests `304-etag-update-response-ETag` case).
+pub fn select_for_update<U: Fields>(candidates: &[&StoredMeta], update: &U) -> Vec<usize> {
+    let etag = update.first(b"etag").and_then(EntityTag::parse);
+    fn stored_tag(candidate: &StoredMeta) -> Option<EntityTag<'_>> {
+        candidate.etag.as_deref().and_then(EntityTag::parse)
+    }
+    let mut selected: Vec<usize> = match etag {
+        Some(tag) if !tag.weak => (0..candidates.len())
+            .filter(|&i| stored_tag(candidates[i]).is_some_and(|s| s.strong_eq(&tag)))
+            .collect(),
+        Some(tag) => (0..candidates.len())
+            .filter(|&i| stored_tag(candidates[i]).is_some_and(|s| s.weak_eq(&tag)))
+            .max_by_key(|&i| candidates[i].response_time)
+            .into_iter()
+            .collect(),
+        None => match update
+            .first(b"last-modified")
+            .and_then(crate::dates::parse_http_date)
+        {
+            Some(lm) => (0..candidates.len())
+                .filter(|&i| candidates[i].last_modified == Some(lm))
+                .collect(),
+            None => Vec::new(),
+        },
+    };
+    if selected.is_empty() && candidates.len() == 1 {
+        selected.push(0);
+    }
+    selected
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PolicyConfig;
+
+    fn pairs(list: &FieldList) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(n, v)| {
+                (
+                    String::from_utf8(n.to_vec()).unwrap(),
+                    String::from_utf8(v.to_vec()).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    fn owned(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn hop_by_hop_and_kept_fields() {
+        for name in [
+            "Connection",
+            "keep-alive",
+            "TE",
+            "Transfer-Encoding",
+            "Upgrade",
+            "Proxy-Connection",
+            "Proxy-Authenticate",
+            "Proxy-Authentication-Info",
+            "Proxy-Authorization",
+        ] {
+            assert!(is_hop_by_hop(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "Set-Cookie",
+            "Content-Range",
+            "Trailer",
+            "Cache-Control",
+            "Content-Length",
+        ] {
+            assert!(!is_hop_by_hop(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "Content-Length",
+            "content-encoding",
+            "Content-MD5",
+            "Content-Range",
+            "ETag",
+        ] {
+            assert!(is_never_updated(name.as_bytes()), "{name}");
+        }
+        for name in [
+            "Content-Type",
+            "Content-Location",
+            "Expires",
+            "Cache-Control",
+            "Set-Cookie",
+            "X-Frame-Options",
+        ] {
+            assert!(!is_never_updated(name.as_bytes()), "{name}");
+        }
+    }
+
+    #[test]
+    fn stored_field_filter_table() {
+        let response = FieldList::from_pairs(&[
+            ("Connection", "a, B"),
+            ("a", "1"),
+            ("b", "2"),
+            ("c", "3"),
+            ("Cache-Control", "no-cache=\"d, E\", private=f"),
+            ("d", "4"),
+            ("e", "5"),
+            ("f", "6"),
+            ("Keep-Alive", "timeout=5"),
+            ("Set-Cookie", "a=b"),
+            ("Cache-Control", "max-age=3600"),
+        ]);
+        let shared = StoredFieldFilter::new(&response, true);
+        assert_eq!(
+            pairs(&shared.stored_fields()),
+            owned(&[
+                ("c", "3"),
+                ("Cache-Control", "no-cache=\"d, E\", private=f"),
+                ("Set-Cookie", "a=b"),
+                ("Cache-Control", "max-age=3600"),
+            ])
+        );
+        let private = StoredFieldFilter::new(&response, false);
+        assert!(private.keep(b"f") && !private.keep(b"d"));
+        let plain = FieldList::from_pairs(&[("X", "1"), ("Transfer-Encoding", "chunked")]);
+        assert_eq!(
+            pairs(&StoredFieldFilter::new(&plain, true).stored_fields()),
+            owned(&[("X", "1")])
+        );
+    }
+
+    #[test]
+    fn freshen_replaces_all_but_protected_fields() {
+        let stored = FieldList::from_pairs(&[
+            ("Date", "Mon, 01 Jan 2024 00:00:00 GMT"),
+            ("Age", "30"),
+            ("Cache-Control", "max-age=1"),
+            ("Content-Type", "text/plain"),
+            ("Content-Length", "5"),
+            ("Content-Encoding", "gzip"),
+            ("ETag", "\"abcdef\""),
+            ("Set-Cookie", "a=b"),
+            ("Set-Cookie", "c=d"),
+            ("Test-Header", "A"),
+        ]);
+        let update = FieldList::from_pairs(&[
+            ("Date", "Mon, 01 Jan 2024 00:10:00 GMT"),
+            ("Cache-Control", "max-age=3600"),
+            ("Content-Type", "text/plain;charset=utf-8"),
+            ("Content-Length", "10"),
+            ("Content-Encoding", "br"),
+            ("ETag", "\"ghijkl\""),
+            ("Set-Cookie", "a=c"),
+            ("Connection", "x-hop"),
+            ("X-Hop", "1"),
+            ("Keep-Alive", "timeout=5"),
+            ("New-Field", "n"),
+        ]);
+        assert_eq!(
+            pairs(&freshen_headers(&stored, &update)),
+            owned(&[
+                ("Content-Length", "5"),
+                ("Content-Encoding", "gzip"),
+                ("ETag", "\"abcdef\""),
+                ("Test-Header", "A"),
+                ("Date", "Mon, 01 Jan 2024 00:10:00 GMT"),
+                ("Cache-Control", "max-age=3600"),
+                ("Content-Type", "text/plain;charset=utf-8"),
+                ("Set-Cookie", "a=c"),
+                ("New-Field", "n"),
+            ])
+        );
+        // An update without Date/Age drops the stored ones.
+        let bare = FieldList::from_pairs(&[("ETag", "\"abcdef\"")]);
+        let merged = freshen_headers(&stored, &bare);
+        assert!(!merged.contains(b"date") && !merged.contains(b"age"));
+        assert_eq!(merged.first(b"test-header"), Some(&b"A"[..]));
+    }
+
+    #[test]
+    fn selection_for_update() {
+        let config = PolicyConfig::default();
+        let meta = |pairs: &[(&str, &str)], t: u64| {
+            StoredMeta::from_response(
+                200,
+                &FieldList::from_pairs(pairs),
+                t,
+                t,
+                b"http://h/",
+                &config,
+            )
+        };
+        let lm = "Wed, 01 Jan 2020 00:00:00 GMT";
+        let a = meta(&[("ETag", "\"a\"")], 10);
+        let a_weak_old = meta(&[("ETag", "W/\"w\"")], 10);
+        let a_weak_new = meta(&[("ETag", "W/\"w\"")], 20);
+        let dated = meta(&[("Last-Modified", lm)], 10);
+        let bare = meta(&[], 10);
+        let all = [&a, &a_weak_old, &a_weak_new, &dated, &bare];
+        type Case<'a> = (&'a [&'a StoredMeta], &'a [(&'a str, &'a str)], &'a [usize]);
+        let cases: &[Case<'_>] = &[
+            (&all, &[("ETag", "\"a\"")], &[0]),
+            (&all, &[("ETag", "W/\"w\"")], &[2]),
+            (&all, &[("ETag", "\"w\"")], &[]),
+            (&all, &[("Last-Modified", lm)], &[3]),
+            (&all, &[], &[]),
+            (&[&a], &[("ETag", "\"ghijkl\"")], &[0]),
+            (&[&bare], &[], &[0]),
+            (&[], &[("ETag", "\"a\"")], &[]),
+        ];
+        for (candidates, update, expected) in cases {
+            assert_eq!(
+                select_for_update(candidates, &FieldList::from_pairs(update)),
+                expected.to_vec(),
+                "{update:?} over {} candidates",
+                candidates.len()
+            );
+        }
+    }
+}
