@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -39,13 +39,30 @@ pub struct Sepia {
 impl Sepia {
     /// Writes `config_toml` to a file and runs `sepia --config FILE`. The address to wait for
     /// is the first `address = "..."` line of the config (the first `[[listen]]`).
+    ///
+    /// Should that port have been taken between [`crate::free_addr`] and the bind (another
+    /// test's socket), the start is retried on a fresh port: tests use [`Sepia::addr`].
     pub fn start(config_toml: &str) -> Sepia {
         let addr = listen_address_in(config_toml)
             .unwrap_or_else(|| panic!("no `address = \"...\"` line in config:\n{config_toml}"));
-        let dir = TempDir::new().expect("create temp dir");
-        let config = dir.path().join("sepia.toml");
-        std::fs::write(&config, config_toml).expect("write config");
-        Self::spawn(vec!["--config".into(), config.into_os_string()], dir, addr)
+        let mut config_toml = config_toml.to_string();
+        let mut addr = addr;
+        for attempt in 1.. {
+            let dir = TempDir::new().expect("create temp dir");
+            let config = dir.path().join("sepia.toml");
+            std::fs::write(&config, &config_toml).expect("write config");
+            let args = vec!["--config".into(), config.into_os_string()];
+            match Self::spawn(args, dir, addr) {
+                Ok(sepia) => return sepia,
+                Err(failed) if attempt < 3 && failed.port_taken() => {
+                    let fresh: SocketAddr = crate::free_addr().parse().expect("free address");
+                    config_toml = config_toml.replace(&addr.to_string(), &fresh.to_string());
+                    addr = fresh;
+                }
+                Err(failed) => failed.fail(),
+            }
+        }
+        unreachable!("the loop returns or panics")
     }
 
     /// Runs `sepia ARGS...` (the quick-start CLI, e.g. `reverse --listen A --origin URL`); the
@@ -61,15 +78,16 @@ impl Sepia {
             .unwrap_or_else(|e| panic!("bad --listen {listen}: {e}"));
         let dir = TempDir::new().expect("create temp dir");
         Self::spawn(args.iter().map(OsString::from).collect(), dir, addr)
+            .unwrap_or_else(|failed| failed.fail())
     }
 
     /// Runs `sepia` with no arguments (the built-in default) and waits for `addr`.
     pub fn start_default(addr: SocketAddr) -> Sepia {
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(Vec::new(), dir, addr)
+        Self::spawn(Vec::new(), dir, addr).unwrap_or_else(|failed| failed.fail())
     }
 
-    fn spawn(args: Vec<OsString>, dir: TempDir, addr: SocketAddr) -> Sepia {
+    fn spawn(args: Vec<OsString>, dir: TempDir, addr: SocketAddr) -> Result<Sepia, FailedStart> {
         let stdout = File::create(dir.path().join("stdout")).expect("create stdout file");
         let stderr = File::create(dir.path().join("stderr")).expect("create stderr file");
         let child = Command::new(sepia_bin())
@@ -81,30 +99,30 @@ impl Sepia {
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", sepia_bin().display()));
         let mut sepia = Sepia { child, dir, addr };
-        sepia.wait_listening(&args);
-        sepia
-    }
-
-    fn wait_listening(&mut self, args: &[OsString]) {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "sepia {args:?} exited ({status}) before listening on {}\nstderr:\n{}\nstdout:\n{}",
-                    self.addr,
-                    self.stderr(),
-                    self.stdout()
-                );
+            if let Ok(Some(status)) = sepia.child.try_wait() {
+                return Err(FailedStart {
+                    why: format!(
+                        "sepia {args:?} exited ({status}) before listening on {addr}\nstderr:\n{}\nstdout:\n{}",
+                        sepia.stderr(),
+                        sepia.stdout()
+                    ),
+                });
             }
-            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(200)).is_ok() {
-                return;
+            // Owning the listening socket, not merely "something accepts on the port": that
+            // could be another test's socket that took the port first.
+            if listens_on(sepia.child.id(), addr.port()) {
+                return Ok(sepia);
             }
-            assert!(
-                Instant::now() < deadline,
-                "sepia {args:?} not listening on {} after {START_TIMEOUT:?}\nstderr:\n{}",
-                self.addr,
-                self.stderr()
-            );
+            if Instant::now() >= deadline {
+                return Err(FailedStart {
+                    why: format!(
+                        "sepia {args:?} not listening on {addr} after {START_TIMEOUT:?}\nstderr:\n{}",
+                        sepia.stderr()
+                    ),
+                });
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -176,9 +194,76 @@ impl Sepia {
         }
     }
 
+    /// The process's peak resident set size in KiB (`VmHWM` in /proc/PID/status, Linux).
+    pub fn peak_rss_kib(&self) -> u64 {
+        proc_status_kib(self.child.id(), "VmHWM:")
+    }
+
+    /// The process's current resident set size in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        proc_status_kib(self.child.id(), "VmRSS:")
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+/// Whether process `pid` holds a socket listening on TCP `port` (Linux /proc: the socket
+/// inodes of listeners in /proc/net/tcp{,6} against the process's open descriptors).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let listeners: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| listening_inodes(&table, port))
+        .collect();
+    if listeners.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .any(|inode| listeners.contains(&inode))
+}
+
+/// Inodes of the sockets in a /proc/net/tcp table listening (state 0A) on `port`.
+fn listening_inodes(table: &str, port: u16) -> Vec<String> {
+    let port_hex = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+            (local.ends_with(&port_hex) && *state == "0A").then(|| inode.to_string())
+        })
+        .collect()
+}
+
+/// Why a start failed (the process is killed when the half-built [`Sepia`] is dropped).
+struct FailedStart {
+    why: String,
+}
+
+impl FailedStart {
+    /// Whether the listen port was taken ("Address already in use").
+    fn port_taken(&self) -> bool {
+        self.why.to_ascii_lowercase().contains("in use")
+    }
+
+    fn fail(self) -> ! {
+        panic!("{}", self.why)
     }
 }
 
@@ -207,6 +292,17 @@ impl Drop for Sepia {
             let _ = self.child.wait();
         }
     }
+}
+
+/// A `kB` field of /proc/PID/status; panics when it cannot be read (the process is gone).
+fn proc_status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 fn tail(text: &str, max: usize) -> &str {
@@ -246,6 +342,35 @@ mod tests {
             let want = want.map(|a| a.parse::<SocketAddr>().unwrap());
             assert_eq!(listen_address_in(config), want, "{config}");
         }
+    }
+
+    #[test]
+    fn proc_status_fields_of_this_process() {
+        let pid = std::process::id();
+        // Read in this order, the peak cannot be below the current size read after it.
+        let now = proc_status_kib(pid, "VmRSS:");
+        let peak = proc_status_kib(pid, "VmHWM:");
+        assert!(now > 0 && peak >= now, "peak {peak} now {now}");
+    }
+
+    #[test]
+    fn listening_inodes_from_a_proc_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:0C38 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 111 1 0 100 0 0 10 0
+   1: 0100007F:0C38 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 222 1 0 20 4 30 10 -1
+   2: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 333 1 0 100 0 0 10 0";
+        assert_eq!(listening_inodes(table, 3128), vec!["111".to_string()]);
+        assert_eq!(listening_inodes(table, 8080), vec!["333".to_string()]);
+        assert!(listening_inodes(table, 80).is_empty());
+    }
+
+    #[test]
+    fn this_process_is_seen_listening() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listens_on(std::process::id(), port));
+        drop(listener);
+        assert!(!listens_on(std::process::id(), port));
     }
 
     #[test]

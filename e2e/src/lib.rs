@@ -29,7 +29,7 @@ pub use curl::{curl, CurlOutput};
 pub use echo::EchoServer;
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};
-pub use pattern::{pattern, sha256_hex};
+pub use pattern::{fill_pattern, pattern, sha256_hex};
 pub use raw_client::RawClient;
 
 use std::time::{Duration, Instant};

@@ -10,11 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use crate::message::{self, Header};
 use crate::origin_routes::{self, Reply};
-use crate::pattern::hex;
 
 /// How long an origin connection may sit idle before the origin closes it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,7 +25,8 @@ pub struct RecordedRequest {
     pub version: String,
     pub headers: Vec<Header>,
     pub body_len: u64,
-    pub body_sha256: String,
+    /// The body as received (after removing its framing), shared so clones are cheap.
+    pub body: Arc<[u8]>,
     /// The request head exactly as received.
     pub raw_head: String,
     /// Which accepted connection (1-based, in accept order) carried this request.
@@ -69,6 +67,7 @@ pub(crate) fn path_of(target: &str) -> &str {
 pub(crate) struct State {
     pub stop: AtomicBool,
     connections: AtomicUsize,
+    closed: AtomicUsize,
     heads: AtomicUsize,
     requests: Mutex<Vec<RecordedRequest>>,
     streams: Mutex<Vec<TcpStream>>,
@@ -115,6 +114,11 @@ impl Origin {
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// Connections that have ended (closed by either side) so far.
+    pub fn closed_connections(&self) -> usize {
+        self.state.closed.load(Ordering::SeqCst)
     }
 
     /// Request heads received so far, whether or not their bodies arrived whole.
@@ -181,6 +185,7 @@ fn accept_loop(listener: &TcpListener, state: &Arc<State>) {
                 // Other handles to this socket live in `State::streams`; dropping ours would
                 // not close it, so end it explicitly.
                 let _ = stream.shutdown(Shutdown::Both);
+                conn_state.closed.fetch_add(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
             eprintln!("test origin: could not spawn a connection thread");
@@ -211,11 +216,13 @@ fn serve_connection(stream: &TcpStream, id: usize, state: &State) -> io::Result<
         if message::has_token(&head.headers, "expect", "100-continue") {
             writer.write_all(b"HTTP/1.1 100 Continue\r\n\r\n")?;
         }
+        if let Some(pause) = origin_routes::pause_before_body(path_of(target)) {
+            // Lets a test fill the proxy's buffers toward this origin (bounded-memory checks).
+            std::thread::sleep(pause);
+        }
         let mut body = Vec::new();
-        let mut hasher = Sha256::new();
         // An incomplete or invalid body ends the connection without recording a request.
         let body_len = message::read_body(&mut reader, framing, &mut |chunk| {
-            hasher.update(chunk);
             body.extend_from_slice(chunk);
         })?;
         let request = RecordedRequest {
@@ -224,7 +231,7 @@ fn serve_connection(stream: &TcpStream, id: usize, state: &State) -> io::Result<
             version: version.to_string(),
             headers: head.headers,
             body_len,
-            body_sha256: hex(&hasher.finalize()),
+            body: body.into(),
             raw_head: String::from_utf8_lossy(&head.raw).into_owned(),
             connection: id,
         };
@@ -236,8 +243,7 @@ fn serve_connection(stream: &TcpStream, id: usize, state: &State) -> io::Result<
             .lock()
             .expect("origin lock")
             .push(request.clone());
-        let reply =
-            origin_routes::respond(&request, &body, &mut writer, state, client_wants_close)?;
+        let reply = origin_routes::respond(&request, &mut writer, state, client_wants_close)?;
         if reply == Reply::Close || client_wants_close {
             let _ = writer.flush();
             let _ = writer.shutdown(Shutdown::Write);
@@ -286,7 +292,7 @@ mod tests {
         let requests = origin.requests();
         assert_eq!(requests.len(), 2);
         assert_eq!(requests[0].body_len, 5);
-        assert_eq!(requests[0].body_sha256, crate::sha256_hex(b"abcde"));
+        assert_eq!(&requests[0].body[..], b"abcde");
         assert_eq!(requests[1].target, "/bytes/10");
         assert_eq!(requests[1].header("HOST"), Some("o"));
     }

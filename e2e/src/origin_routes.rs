@@ -6,11 +6,14 @@
 //!
 //! | path | behaviour |
 //! |---|---|
-//! | `/echo` | 200, the request body back, `X-Body-Len`, `X-Body-Sha256`, `X-Method` |
+//! | `/echo` | 200, the request body back, `X-Body-Len`, `X-Method`, and `X-Body-Sha256` for bodies up to 1 MiB |
 //! | `/head` | 200, the raw request head as the origin saw it |
 //! | `/bytes/N` | 200, N pattern bytes with Content-Length |
 //! | `/chunked/N` | 200, N pattern bytes, chunked |
 //! | `/close/N` | 200, N pattern bytes delimited by closing the connection |
+//! | `/then-close/N` | 200 with N pattern bytes and Content-Length, then closes *without*
+//! announcing it (a stale pooled connection for the proxy's next request) |
+//! | `/slow-sink/MS` | waits MS milliseconds before reading the request body, then echoes its length |
 //! | `/hang` | reads the request, never answers (until the origin stops) |
 //! | `/die-mid-body` | announces Content-Length 100000, sends 1000 bytes, closes |
 //! | `/delay/MS` | 200 after MS milliseconds |
@@ -34,13 +37,16 @@ pub(crate) enum Reply {
     Close,
 }
 
+/// Largest echoed body that gets an `X-Body-Sha256`: the tests run unoptimised, where SHA-256
+/// costs ~80 ns a byte; larger bodies are compared byte for byte instead (stronger anyway).
+const SHA256_LIMIT: usize = 1024 * 1024;
+
 /// Longest a `/hang` request is held open when the origin is never dropped.
 const HANG_LIMIT: Duration = Duration::from_secs(60);
 
 /// Writes the response for `req` (whose body is `body`) to `out`.
 pub(crate) fn respond(
     req: &RecordedRequest,
-    body: &[u8],
     out: &mut TcpStream,
     state: &State,
     closing: bool,
@@ -54,16 +60,21 @@ pub(crate) fn respond(
         if closing { "Connection: close\r\n" } else { "" }
     );
     let no_store = "Cache-Control: no-store\r\n";
+    let body = &req.body[..];
     let (first, rest) = split_path(path);
     match first {
         "echo" => {
+            let digest = if body.len() <= SHA256_LIMIT {
+                format!("X-Body-Sha256: {}\r\n", sha256_hex(body))
+            } else {
+                String::new()
+            };
             let head = format!(
                 "HTTP/1.1 200 OK\r\n{common}{no_store}Content-Type: application/octet-stream\r\n\
-                 Content-Length: {}\r\nX-Method: {}\r\nX-Body-Len: {}\r\nX-Body-Sha256: {}\r\n\r\n",
+                 Content-Length: {}\r\nX-Method: {}\r\nX-Body-Len: {}\r\n{digest}\r\n",
                 body.len(),
                 req.method,
                 body.len(),
-                sha256_hex(body)
             );
             send(out, head.as_bytes(), if head_only { b"" } else { body })
         }
@@ -113,6 +124,22 @@ pub(crate) fn respond(
             }
             Ok(Reply::Close)
         }
+        "then-close" => {
+            let n = number(rest);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\n{common}{no_store}Content-Type: application/octet-stream\r\n\
+                 Content-Length: {n}\r\n\r\n"
+            );
+            out.write_all(head.as_bytes())?;
+            if !head_only {
+                write_pattern(out, n, None)?;
+            }
+            Ok(Reply::Close)
+        }
+        "slow-sink" => {
+            let text = format!("received {}", req.body_len);
+            fixed(out, 200, &common, no_store, text.as_bytes(), head_only)
+        }
         "hang" => {
             let deadline = Instant::now() + HANG_LIMIT;
             while !state.stop.load(Ordering::SeqCst) && Instant::now() < deadline {
@@ -157,6 +184,14 @@ pub(crate) fn respond(
             let text = format!("{} {}", req.method, req.target);
             fixed(out, 200, &common, no_store, text.as_bytes(), head_only)
         }
+    }
+}
+
+/// How long to wait before reading the body of a request for `path` (`/slow-sink/MS`).
+pub(crate) fn pause_before_body(path: &str) -> Option<Duration> {
+    match split_path(path) {
+        ("slow-sink", ms) => Some(Duration::from_millis(number(ms) as u64)),
+        _ => None,
     }
 }
 
@@ -262,5 +297,10 @@ mod tests {
         }
         assert_eq!(number("42/rest"), 42);
         assert_eq!(number("x"), 0);
+        assert_eq!(
+            pause_before_body("/slow-sink/250"),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(pause_before_body("/echo"), None);
     }
 }

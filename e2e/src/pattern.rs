@@ -1,23 +1,45 @@
 //! The deterministic byte pattern that `/bytes/N` serves, and SHA-256 helpers, so that large
 //! bodies can be checked end to end without keeping a second copy around.
 
+use std::sync::OnceLock;
+
 use sha2::{Digest, Sha256};
 
-/// Byte `i` of the pattern. Not periodic at 256 (or any power of two), so a dropped, duplicated
-/// or reordered buffer anywhere in a stream changes the content, not just the length.
+/// Length of one period of the pattern: 251 × 256, a multiple of no power of two above 256,
+/// so a dropped, duplicated or reordered buffer (always power-of-two sized in practice)
+/// anywhere in a stream changes the content, not just the length.
+const PERIOD: usize = 251 * 256;
+
+/// Byte `i` of the pattern.
 pub fn pattern_byte(i: usize) -> u8 {
     ((i % 251) as u8) ^ ((i / 251) as u8).rotate_left(3)
 }
 
+/// One period of the pattern, computed once: filling then costs a `memcpy` per period, which
+/// matters because the tests run unoptimised and move hundreds of megabytes.
+fn period() -> &'static [u8] {
+    static PERIOD_BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    PERIOD_BYTES.get_or_init(|| (0..PERIOD).map(pattern_byte).collect())
+}
+
 /// The first `len` bytes of the pattern.
 pub fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(pattern_byte).collect()
+    let mut out = vec![0u8; len];
+    fill_pattern(0, &mut out);
+    out
 }
 
 /// Writes pattern bytes `offset..offset + out.len()` into `out`.
 pub fn fill_pattern(offset: usize, out: &mut [u8]) {
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = pattern_byte(offset + i);
+    let period = period();
+    let mut at = offset % PERIOD;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let take = rest.len().min(PERIOD - at);
+        let (head, tail) = rest.split_at_mut(take);
+        head.copy_from_slice(&period[at..at + take]);
+        rest = tail;
+        at = 0;
     }
 }
 
@@ -58,6 +80,14 @@ mod tests {
         let p = pattern(1 << 16);
         for period in [256usize, 512, 1024, 4096, 16384] {
             assert_ne!(p[..period], p[period..2 * period], "period {period}");
+        }
+    }
+
+    #[test]
+    fn pattern_follows_pattern_byte_across_periods() {
+        let p = pattern(3 * PERIOD + 17);
+        for (i, b) in p.iter().enumerate() {
+            assert_eq!(*b, pattern_byte(i), "byte {i}");
         }
     }
 

@@ -186,3 +186,50 @@ fn no_arguments_runs_the_default_forward_proxy_on_3128() {
     out.assert_status(200);
     assert_eq!(out.text(), "GET /default");
 }
+
+#[test]
+fn sigterm_lets_an_in_flight_request_finish() {
+    let origin = Origin::start();
+    let url = origin.url();
+    let mut sepia = Sepia::start(
+        &(reverse_config(&free_addr(), &[&url])
+            .replace("shutdown_grace = \"1s\"", "shutdown_grace = \"5s\"")),
+    );
+    let mut client = sepia_e2e::RawClient::connect(sepia.addr());
+    client.send(b"GET /delay/700 HTTP/1.1\r\nHost: app\r\n\r\n");
+    assert!(sepia_e2e::wait_until(Duration::from_secs(5), || origin
+        .request_count()
+        == 1));
+    let pid = sepia.pid().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let r = client.read_response();
+    assert_eq!((r.status, r.text().as_str()), (200, "delayed"));
+    let status = sepia
+        .terminate(Duration::from_secs(8))
+        .expect("still running after the drain");
+    assert!(status.success(), "exit status {status}");
+    // Once stopped it no longer listens.
+    assert!(std::net::TcpStream::connect(sepia.addr()).is_err());
+}
+
+#[test]
+fn a_listen_port_in_use_is_reported() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(&[
+        "reverse",
+        "--listen",
+        &addr,
+        "--origin",
+        "http://127.0.0.1:9",
+    ]);
+    assert!(
+        matches!(out.code, Some(c) if c != 0),
+        "started on a taken port"
+    );
+    let stderr = out.stderr.to_ascii_lowercase();
+    assert!(stderr.contains("in use"), "{:?}", out.stderr);
+    // The harness relies on this message to retry on a fresh port.
+    let sepia = Sepia::start(&reverse_config(&addr, &["http://127.0.0.1:9"]));
+    assert_ne!(sepia.addr().to_string(), addr);
+}

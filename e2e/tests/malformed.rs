@@ -169,3 +169,42 @@ fn chunk_size_overflowing_64_bits() {
         b"POST /echo HTTP/1.1\r\nHost: app\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nhello\r\n0\r\n\r\n",
     );
 }
+
+#[test]
+fn configured_limits_are_enforced() {
+    let extra = "[limits]\nmax_request_head = 4096\nmax_headers = 10\n";
+    let cases: [(Vec<u8>, u16); 3] = [
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: app\r\nX-Big: {}\r\n\r\n",
+                "a".repeat(5000)
+            )
+            .into_bytes(),
+            431,
+        ),
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: app\r\n{}\r\n",
+                (0..12).map(|i| format!("X-{i}: v\r\n")).collect::<String>()
+            )
+            .into_bytes(),
+            431,
+        ),
+        (
+            format!(
+                "GET / HTTP/1.1\r\nHost: app\r\n{}\r\n",
+                (0..8).map(|i| format!("X-{i}: v\r\n")).collect::<String>()
+            )
+            .into_bytes(),
+            200,
+        ),
+    ];
+    for (raw, want) in cases {
+        let (origin, sepia) = sepia_e2e::fixtures::reverse_with(extra);
+        let mut client = RawClient::connect(sepia.addr());
+        let _ = client.try_send(&raw);
+        let r = client.read_response();
+        assert_eq!(r.status, want, "{} byte head: {}", raw.len(), r.raw_head);
+        assert_eq!(origin.heads_seen(), usize::from(want == 200));
+    }
+}
