@@ -39,7 +39,7 @@ pub trait Fields {
 
     /// Whether at least one line with this name is present.
     fn contains(&self, name: &[u8]) -> bool {
-        self.lines().any(|(n, _)| n.eq_ignore_ascii_case(name))
+        self.values(name).next().is_some()
     }
 }
 

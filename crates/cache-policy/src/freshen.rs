@@ -30,18 +30,22 @@ pub fn is_hop_by_hop(name: &[u8]) -> bool {
 /// Fields a 304 or `HEAD` response never overwrites in a stored response.
 ///
 /// §3.2: "caches MUST NOT update Content-Length". The others describe the
-/// stored content itself (its coding, digest, range, validator): §3.2 lets a
+/// stored content itself (its coding, digest, range, validators): §3.2 lets a
 /// cache keep fields needed for the integrity of the stored response, and
-/// replacing them would pair old content with new metadata. (The
-/// http-cache-tests `304-etag-update-response-*` family expects exactly this
-/// list to be kept.)
+/// replacing them would pair old content with new metadata. A 304 says the
+/// stored representation is current, so its validators stay as they are:
+/// the http-cache-tests `304-etag-update-response-*` family expects the
+/// stored `ETag` kept, and keeping `Last-Modified` lets a client's
+/// `If-Modified-Since` of the stored date still match after a revalidation
+/// whose 304 carried a regenerated date (`conditional-lm-stale`).
 pub fn is_never_updated(name: &[u8]) -> bool {
-    const KEPT: [&[u8]; 5] = [
+    const KEPT: [&[u8]; 6] = [
         b"content-length",
         b"content-encoding",
         b"content-md5",
         b"content-range",
         b"etag",
+        b"last-modified",
     ];
     KEPT.iter().any(|k| name.eq_ignore_ascii_case(k))
 }
