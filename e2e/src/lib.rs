@@ -11,6 +11,10 @@
 //! * [`EchoServer`]: a raw TCP echo server, the far end of CONNECT tunnels.
 //! * [`RawClient`] / [`Response`]: a byte-exact client that can send anything.
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
+//! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
+//!
+//! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
+//! `timeouts`, `streaming`, `cli`, `access_log`. `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;
 mod config;

@@ -81,7 +81,7 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// Starts the origin. Routes are chosen by path; see [`crate::origin_routes`] for the list.
+    /// Starts the origin. Routes are chosen by path; `src/origin_routes.rs` lists them.
     pub fn start() -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind test origin");
         let addr = listener.local_addr().expect("origin address");
