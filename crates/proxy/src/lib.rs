@@ -1,1 +1,19 @@
-//! placeholder
+//! Sepia's proxy core: listeners, client sessions, origin connections and pools, and the
+//! forward, reverse and tunnel paths. The request state machine is
+//! recv (`client`) → route (`client::dispatch`) → pass (`exchange`) or tunnel (`tunnel`)
+//! → deliver (`relay`) → log.
+
+mod client;
+mod dns;
+mod errors;
+mod exchange;
+mod heads;
+mod io;
+mod pool;
+mod relay;
+mod server;
+mod shared;
+mod target;
+mod tunnel;
+
+pub use server::Server;

@@ -1,1 +1,147 @@
-fn main() {}
+//! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
+//! default), builds the runtime, serves until SIGTERM/SIGINT, then drains.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use sepia_config::{Config, LogFormat as CfgFormat, LogTarget};
+use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogSink};
+use sepia_proxy::Server;
+
+/// Sepia, a caching HTTP proxy. With no arguments it runs the built-in default: a forward
+/// proxy on 127.0.0.1:3128 that serves loopback and private-network clients only.
+#[derive(Parser)]
+#[command(name = "sepia", version, about)]
+struct Cli {
+    /// Configuration file (TOML). See the README for every key.
+    #[arg(long, short = 'c', value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate the configuration file and exit (0 when valid).
+    Check,
+    /// Quick start: an accelerator in front of one or more origins.
+    Reverse {
+        /// Address to listen on, e.g. 0.0.0.0:80 or [::]:8080.
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// Origin server URL, e.g. http://127.0.0.1:8080 (repeat for a round-robin pool).
+        #[arg(long, value_name = "URL", required = true)]
+        origin: Vec<String>,
+        /// Worker threads (default: number of CPU cores).
+        #[arg(long)]
+        workers: Option<usize>,
+    },
+    /// Quick start: a forward proxy for loopback and private-network clients.
+    Forward {
+        /// Address to listen on, e.g. 127.0.0.1:3128.
+        #[arg(long, value_name = "ADDR")]
+        listen: String,
+        /// Worker threads (default: number of CPU cores).
+        #[arg(long)]
+        workers: Option<usize>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let loaded = match (&cli.command, &cli.config) {
+        (Some(Command::Check), None) => {
+            eprintln!("sepia: check needs --config FILE");
+            return ExitCode::from(2);
+        }
+        (
+            Some(Command::Reverse {
+                listen,
+                origin,
+                workers,
+            }),
+            _,
+        ) => Config::quick_reverse(listen, origin, *workers),
+        (Some(Command::Forward { listen, workers }), _) => Config::quick_forward(listen, *workers),
+        (_, Some(path)) => Config::from_file(path),
+        (_, None) => Ok(Config::builtin_default()),
+    };
+    let config = match loaded {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sepia: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(Command::Check), Some(path)) = (&cli.command, &cli.config) {
+        println!("sepia: {} is valid", path.display());
+        return ExitCode::SUCCESS;
+    }
+    init_tracing();
+    match run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sepia: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SEPIA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(config: Config) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.server.workers.max(1))
+        .thread_name("sepia-worker")
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let format = match config.access_log.format {
+            CfgFormat::Squid => LogFormat::Squid,
+            CfgFormat::Combined => LogFormat::Combined,
+        };
+        let (log, writer) = match &config.access_log.target {
+            LogTarget::Off => (AccessLog::disabled(), None),
+            LogTarget::Stdout => {
+                let (l, w) = AccessLogWriter::spawn(LogSink::Stdout, format)?;
+                (l, Some(w))
+            }
+            LogTarget::File(p) => {
+                let (l, w) =
+                    AccessLogWriter::spawn(LogSink::File(p.clone()), format).map_err(|e| {
+                        std::io::Error::new(e.kind(), format!("access log {}: {e}", p.display()))
+                    })?;
+                (l, Some(w))
+            }
+        };
+        let server = Server::bind(Arc::new(config), log)?;
+        for addr in server.local_addrs() {
+            tracing::info!("listening on {addr}");
+        }
+        server.run(shutdown_signal()).await;
+        if let Some(w) = writer {
+            // Connections still open past the grace period hold log handles; do not wait on them.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), w.finish()).await;
+        }
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

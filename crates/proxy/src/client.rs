@@ -1,0 +1,316 @@
+//! The client side of a connection: read a request head, dispatch it, write the answer, log,
+//! and loop while the connection stays persistent (RFC 9112 §9.3). Pipelined requests are read
+//! from the same buffer after the previous response, so they are answered in order (§9.3.2).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+use sepia_config::{HostHeader, Mode};
+use sepia_http1::{
+    HeaderId, Method, ParseError, RequestDecoder, RequestHead, ResponseHead, Version,
+};
+use sepia_observe::{AccessRecord, Hierarchy, ResultCode};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::errors::error_response;
+use crate::exchange::{forward, Origins, Outcome, Upstream};
+use crate::heads::ClientInfo;
+use crate::io::{read_more, write_parts_within};
+use crate::shared::Shared;
+use crate::target::{parse_absolute, split_authority, TargetError};
+use crate::tunnel;
+
+/// Room made in the read buffer before reading a request head.
+const HEAD_READ_ROOM: usize = 4096;
+
+/// The client connection and the buffers reused by every request on it.
+pub struct ClientSide {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub info: ClientInfo,
+    /// Bytes read from the client and not consumed yet (the next head, body bytes, pipelining).
+    pub buf: BytesMut,
+    /// Where outgoing heads are built.
+    pub head_buf: BytesMut,
+    /// The origin's response head, reused across requests.
+    pub resp: ResponseHead,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl ClientSide {
+    pub fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+enum HeadRead {
+    Request,
+    Closed,
+    TimedOut,
+    Invalid(ParseError),
+}
+
+/// Serves one client connection until it closes, fails, or the server shuts down.
+pub async fn serve(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mode: Mode,
+    shutdown: watch::Receiver<bool>,
+) {
+    // Responses are written whole; Nagle would only delay the last segment.
+    let _ = stream.set_nodelay(true);
+    let allowed = mode == Mode::Reverse || shared.config.forward.client_allowed(peer.ip());
+    let mut cs = ClientSide {
+        stream,
+        peer,
+        info: ClientInfo::new(peer.ip()),
+        buf: BytesMut::new(),
+        head_buf: BytesMut::with_capacity(1024),
+        resp: ResponseHead::default(),
+        shutdown,
+    };
+    let mut decoder = RequestDecoder::new(shared.limits);
+    let mut req = RequestHead::default();
+    loop {
+        let started = SystemTime::now();
+        let clock = Instant::now();
+        let outcome = match read_head(&shared, &mut cs, &mut decoder, &mut req).await {
+            HeadRead::Closed => return,
+            HeadRead::TimedOut => {
+                local_error(408, "the request head did not arrive in time", false)
+            }
+            HeadRead::Invalid(e) => local_error(e.status(), e.reason(), false),
+            HeadRead::Request => dispatch(&shared, &mut cs, &req, mode, allowed).await,
+        };
+        let mut outcome = outcome;
+        if let Some((status, detail)) = outcome.error {
+            let answer = error_response(status, detail, !outcome.keep_client, shared.via());
+            outcome.bytes_sent = answer.len() as u64;
+            if write_parts_within(
+                &mut cs.stream,
+                &[&answer],
+                shared.config.timeouts.client_idle,
+            )
+            .await
+            .is_err()
+            {
+                outcome.keep_client = false;
+            }
+        }
+        log(&shared, &cs, &req, mode, started, clock, &outcome);
+        if !outcome.keep_client || cs.shutting_down() {
+            return;
+        }
+    }
+}
+
+/// An error Sepia answers itself before any origin is involved.
+fn local_error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
+    Outcome {
+        status,
+        bytes_sent: 0,
+        keep_client,
+        result: if status == 403 {
+            ResultCode::TcpDenied
+        } else {
+            ResultCode::TagNone
+        },
+        peer: None,
+        content_type: None,
+        error: Some((status, detail)),
+    }
+}
+
+/// Reads until a complete request head is in `req`. An idle connection may wait `client_idle`
+/// for its first byte; once a head has started it must complete within `request_head` (408).
+async fn read_head(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    decoder: &mut RequestDecoder,
+    req: &mut RequestHead,
+) -> HeadRead {
+    let t = &shared.config.timeouts;
+    let mut deadline: Option<Instant> = None;
+    loop {
+        match decoder.decode(&mut cs.buf, req) {
+            Ok(true) => return HeadRead::Request,
+            Ok(false) => {}
+            Err(e) => return HeadRead::Invalid(e),
+        }
+        let idle = cs.buf.is_empty();
+        if idle && cs.shutting_down() {
+            return HeadRead::Closed;
+        }
+        if !idle && deadline.is_none() {
+            deadline = Some(Instant::now() + t.request_head);
+        }
+        let limit = deadline.map_or(t.client_idle, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        tokio::select! {
+            r = read_more(&mut cs.stream, &mut cs.buf, HEAD_READ_ROOM, limit) => match r {
+                Ok(0) => return HeadRead::Closed,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut && deadline.is_some() => return HeadRead::TimedOut,
+                Err(_) => return HeadRead::Closed,
+            },
+            r = cs.shutdown.changed(), if idle => {
+                if r.is_err() {
+                    return HeadRead::Closed;
+                }
+            }
+        }
+    }
+}
+
+/// Decides where a request goes: the recv → route → pass/tunnel step of the state machine.
+async fn dispatch(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    mode: Mode,
+    allowed: bool,
+) -> Outcome {
+    let no_body_pending = req.keep_alive && req.body_framing() == sepia_http1::BodyFraming::Empty;
+    if !allowed {
+        return local_error(
+            403,
+            "access denied: this proxy does not serve your address",
+            no_body_pending,
+        );
+    }
+    if req.method == Method::Connect {
+        return match mode {
+            Mode::Forward => tunnel::connect(shared, cs, req).await,
+            Mode::Reverse => local_error(405, "CONNECT is not allowed here", false),
+        };
+    }
+    let absolute = match parse_absolute(&req.target) {
+        Ok(t) => Some(t),
+        Err(TargetError::NotAbsolute) => None,
+        Err(TargetError::UnsupportedScheme) => {
+            return local_error(501, "only http:// URLs are supported", no_body_pending)
+        }
+        Err(TargetError::BadAuthority) => {
+            return local_error(400, "invalid host in the request URL", false)
+        }
+    };
+    match mode {
+        Mode::Forward => {
+            let Some(target) = absolute else {
+                return local_error(
+                    400,
+                    "a proxy request needs an absolute http:// URL",
+                    no_body_pending,
+                );
+            };
+            let Some(auth) = split_authority(&target.authority) else {
+                return local_error(400, "invalid host in the request URL", false);
+            };
+            let Ok(host) = std::str::from_utf8(auth.host) else {
+                return local_error(400, "invalid host in the request URL", false);
+            };
+            let addrs = match shared.resolver.resolve(host, auth.port.unwrap_or(80)).await {
+                Ok(a) => a,
+                Err(_) => {
+                    return local_error(
+                        502,
+                        "the origin's host name could not be resolved",
+                        no_body_pending,
+                    )
+                }
+            };
+            // With absolute-form, the target's authority replaces any Host received (RFC 9112 §3.2.2).
+            let up = Upstream {
+                target: &target.origin_form,
+                host: &target.authority,
+                origins: Origins::Addrs(&addrs),
+            };
+            forward(shared, cs, req, up).await
+        }
+        Mode::Reverse => {
+            let (host_value, origin_form): (Bytes, Bytes) = match absolute {
+                Some(t) => (t.authority, t.origin_form),
+                None => match req.host() {
+                    Some(h) => (h.clone(), req.target.clone()),
+                    None => return local_error(400, "missing Host", false),
+                },
+            };
+            let Some(auth) = split_authority(&host_value) else {
+                return local_error(400, "invalid Host", false);
+            };
+            let Some((route, state)) = shared.route(auth.host) else {
+                return local_error(404, "no route for this host", no_body_pending);
+            };
+            let host: &[u8] = match &route.host_header {
+                HostHeader::Pass => &host_value,
+                HostHeader::Origin => state
+                    .origins
+                    .first()
+                    .map_or(&host_value[..], |o| &o.authority[..]),
+                HostHeader::Fixed(v) => v.as_bytes(),
+            };
+            let up = Upstream {
+                target: &origin_form,
+                host,
+                origins: Origins::Route(state),
+            };
+            forward(shared, cs, req, up).await
+        }
+    }
+}
+
+fn log(
+    shared: &Shared,
+    cs: &ClientSide,
+    req: &RequestHead,
+    mode: Mode,
+    started: SystemTime,
+    clock: Instant,
+    o: &Outcome,
+) {
+    if !shared.log.is_enabled() {
+        return;
+    }
+    let parsed = o.result != ResultCode::TagNone || req.method_raw.is_empty();
+    let (method, target) = if parsed || !req.target.is_empty() {
+        (req.method_raw.clone(), req.target.clone())
+    } else {
+        (
+            Bytes::from_static(b"NONE"),
+            Bytes::from_static(b"error:invalid-request"),
+        )
+    };
+    let origin_form = target.first() == Some(&b'/');
+    shared.log.log(AccessRecord {
+        start: started,
+        elapsed: clock.elapsed(),
+        client: cs.peer,
+        result: o.result,
+        status: o.status,
+        bytes_sent: o.bytes_sent,
+        method,
+        scheme_host: if origin_form && mode == Mode::Reverse {
+            req.host().cloned()
+        } else {
+            None
+        },
+        target,
+        version_minor: u8::from(req.version == Version::Http11),
+        user: None,
+        hierarchy: if o.peer.is_some() {
+            Hierarchy::Direct
+        } else {
+            Hierarchy::None
+        },
+        peer: o.peer,
+        content_type: o.content_type.clone(),
+        referer: req.get(HeaderId::Referer).cloned(),
+        user_agent: req.get(HeaderId::UserAgent).cloned(),
+    });
+}

@@ -1,0 +1,400 @@
+//! One request forwarded to an origin and its response relayed back (the "pass" path).
+//!
+//! Steps: obtain an origin connection (pooled, or new with failover across the route's
+//! origins) → send the head, and the body streamed from the client → await the response head
+//! while watching for the client hanging up → relay the response body → return the origin
+//! connection to the pool when both messages ended cleanly and it may be reused.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+
+use bytes::{Bytes, BytesMut};
+use sepia_http1::{BodyFraming, HeaderId, Method, RequestHead, ResponseDecoder, Version};
+use sepia_observe::ResultCode;
+use tokio::io::AsyncReadExt;
+use tokio::time::Instant;
+
+use crate::client::ClientSide;
+use crate::errors::CONTINUE_100;
+use crate::heads;
+use crate::io::{read_more, write_parts_within};
+use crate::pool::OriginConn;
+use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError};
+use crate::shared::{RouteState, Shared};
+
+/// Room for an origin's response head (and the start of its body) in one read.
+const ORIGIN_READ_ROOM: usize = 16 * 1024;
+
+/// Where the request goes.
+pub enum Origins<'a> {
+    /// Reverse mode: a route's origins, round-robin with failover on connect errors.
+    Route(&'a RouteState),
+    /// Forward mode: the resolved addresses of the requested host.
+    Addrs(&'a [SocketAddr]),
+}
+
+pub struct Upstream<'a> {
+    /// The origin-form target to send.
+    pub target: &'a [u8],
+    /// The Host value to send.
+    pub host: &'a [u8],
+    pub origins: Origins<'a>,
+}
+
+/// How an exchange ended, for the client loop and the access log.
+pub struct Outcome {
+    pub status: u16,
+    pub bytes_sent: u64,
+    pub keep_client: bool,
+    pub result: ResultCode,
+    pub peer: Option<IpAddr>,
+    pub content_type: Option<Bytes>,
+    /// A response Sepia generated itself (an error), to be written by the caller.
+    pub error: Option<(u16, &'static str)>,
+}
+
+impl Outcome {
+    fn error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
+        Outcome {
+            status,
+            bytes_sent: 0,
+            keep_client,
+            result: ResultCode::TcpMiss,
+            peer: None,
+            content_type: None,
+            error: Some((status, detail)),
+        }
+    }
+
+    fn client_gone() -> Outcome {
+        Outcome {
+            status: 0,
+            bytes_sent: 0,
+            keep_client: false,
+            result: ResultCode::TcpMissAborted,
+            peer: None,
+            content_type: None,
+            error: None,
+        }
+    }
+}
+
+enum SendError {
+    Origin,
+    ClientGone,
+    ClientFraming,
+}
+
+enum HeadError {
+    /// Nothing at all came back: on a reused connection, likely the origin's idle close.
+    NothingReceived,
+    Invalid,
+    TimedOut,
+    ClientGone,
+}
+
+pub async fn forward(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+) -> Outcome {
+    let framing = req.body_framing();
+    let has_body = !matches!(framing, BodyFraming::Empty | BodyFraming::Length(0));
+    // Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent, and
+    // with no body already consumed from the client.
+    let retryable =
+        !has_body && !matches!(req.method, Method::Post | Method::Patch | Method::Other);
+    cs.head_buf.clear();
+    heads::origin_request(
+        &mut cs.head_buf,
+        req,
+        up.target,
+        up.host,
+        &shared.config.headers,
+        &shared.via,
+        &cs.info,
+    );
+    // With a body still unread on the client connection, an error answer must close it.
+    let keep_on_error = !has_body && req.keep_alive;
+
+    let mut origin = match obtain(shared, &up.origins).await {
+        Ok(c) => c,
+        Err(_) => {
+            return Outcome::error(502, "could not connect to the origin server", keep_on_error)
+        }
+    };
+    let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
+    let mut retried = false;
+    loop {
+        let may_retry = origin.reused && retryable && !retried;
+        match send_request(shared, cs, req, framing, &mut origin).await {
+            Ok(()) => {}
+            Err(SendError::Origin) if may_retry => {
+                retried = true;
+                origin = match shared.pool.connect(&[origin.addr]).await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        return Outcome::error(
+                            502,
+                            "could not connect to the origin server",
+                            keep_on_error,
+                        )
+                    }
+                };
+                continue;
+            }
+            Err(SendError::Origin) => {
+                return Outcome::error(502, "the origin server closed the connection", false)
+            }
+            Err(SendError::ClientFraming) => {
+                return Outcome::error(400, "invalid chunked request body", false)
+            }
+            Err(SendError::ClientGone) => return Outcome::client_gone(),
+        }
+        match read_response_head(shared, cs, req, &mut origin, &mut obuf).await {
+            Ok(()) => break,
+            Err(HeadError::NothingReceived) if may_retry => {
+                retried = true;
+                obuf.clear();
+                origin = match shared.pool.connect(&[origin.addr]).await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        return Outcome::error(
+                            502,
+                            "could not connect to the origin server",
+                            keep_on_error,
+                        )
+                    }
+                };
+            }
+            Err(HeadError::NothingReceived) => {
+                return Outcome::error(
+                    502,
+                    "the origin server closed the connection without answering",
+                    false,
+                )
+            }
+            Err(HeadError::Invalid) => {
+                return Outcome::error(502, "the origin server sent an invalid response", false)
+            }
+            Err(HeadError::TimedOut) => {
+                return Outcome::error(504, "the origin server did not answer in time", false)
+            }
+            Err(HeadError::ClientGone) => return Outcome::client_gone(),
+        }
+    }
+    relay_response(shared, cs, req, origin, obuf).await
+}
+
+/// A connection to the route's next origin (failing over on connect errors) or to the host.
+async fn obtain(shared: &Shared, origins: &Origins<'_>) -> io::Result<OriginConn> {
+    match origins {
+        Origins::Addrs(addrs) => shared.pool.get(addrs).await,
+        Origins::Route(route) => {
+            let n = route.origins.len();
+            let start = route.start();
+            let mut last = io::Error::new(io::ErrorKind::NotFound, "route without origins");
+            for i in 0..n {
+                let origin = &route.origins[(start + i) % n];
+                let addrs = match origin.addrs(&shared.resolver).await {
+                    Ok(a) => a,
+                    Err(e) => {
+                        last = e;
+                        continue;
+                    }
+                };
+                match shared.pool.get(addrs.as_slice()).await {
+                    Ok(c) => return Ok(c),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
+/// Sends the prepared head (in `cs.head_buf`) and streams the request body.
+async fn send_request(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    framing: BodyFraming,
+    origin: &mut OriginConn,
+) -> Result<(), SendError> {
+    let t = &shared.config.timeouts;
+    let Some(mut body) = BodyIn::new(framing) else {
+        return write_parts_within(&mut origin.stream, &[&cs.head_buf], t.origin_first_byte)
+            .await
+            .map_err(|_| SendError::Origin);
+    };
+    let mut prefix: &[u8] = &cs.head_buf;
+    if req.expect_continue && req.version == Version::Http11 && cs.buf.is_empty() {
+        // The client waits for a go-ahead before sending its body (RFC 9110 §10.1.1). Sepia
+        // forwards the head first, then invites the body, which it streams as it comes.
+        write_parts_within(&mut origin.stream, &[prefix], t.origin_first_byte)
+            .await
+            .map_err(|_| SendError::Origin)?;
+        prefix = &[];
+        write_parts_within(&mut cs.stream, &[CONTINUE_100], t.client_idle)
+            .await
+            .map_err(|_| SendError::ClientGone)?;
+    }
+    let out = if framing == BodyFraming::Chunked {
+        BodyOut::Chunked
+    } else {
+        BodyOut::Raw
+    };
+    let limits = Deadlines {
+        read: t.client_idle,
+        write: t.origin_first_byte,
+    };
+    match relay_body(
+        &mut cs.stream,
+        &mut cs.buf,
+        &mut body,
+        &mut origin.stream,
+        out,
+        prefix,
+        limits,
+    )
+    .await
+    {
+        Ok(_) => Ok(()),
+        Err(RelayError::Framing(_)) => Err(SendError::ClientFraming),
+        Err(RelayError::SourceClosed | RelayError::Source(_)) => Err(SendError::ClientGone),
+        Err(RelayError::Dest(_)) => Err(SendError::Origin),
+    }
+}
+
+/// Reads the final response head into `cs.resp`, passing interim 1xx responses on to HTTP/1.1
+/// clients (except 100, which Sepia already answered itself). Meanwhile it watches the client:
+/// a client that hangs up cancels the request.
+async fn read_response_head(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    origin: &mut OriginConn,
+    obuf: &mut BytesMut,
+) -> Result<(), HeadError> {
+    let t = &shared.config.timeouts;
+    let deadline = Instant::now() + t.origin_first_byte;
+    let mut decoder = ResponseDecoder::new(sepia_http1::Limits::default());
+    let mut received_any = false;
+    // Pipelined requests may arrive meanwhile; read them (bounded) so EOF is noticed.
+    let watch_limit = shared.limits.max_head_bytes;
+    loop {
+        match decoder.decode(obuf, &mut cs.resp) {
+            Ok(true) => match cs.resp.status {
+                100 => continue,
+                101 => return Err(HeadError::Invalid), // Sepia never forwards Upgrade
+                102..=199 => {
+                    if req.version == Version::Http11 {
+                        let raw = cs.resp.raw.clone();
+                        write_parts_within(&mut cs.stream, &[&raw], t.client_idle)
+                            .await
+                            .map_err(|_| HeadError::ClientGone)?;
+                    }
+                    continue;
+                }
+                _ => return Ok(()),
+            },
+            Ok(false) => {}
+            Err(_) => return Err(HeadError::Invalid),
+        }
+        let watch_client = cs.buf.len() < watch_limit;
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, read_more(&mut origin.stream, obuf, ORIGIN_READ_ROOM, t.origin_first_byte)) => {
+                match r {
+                    Err(_) => return Err(HeadError::TimedOut),
+                    Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => return Err(HeadError::TimedOut),
+                    // A reset before any byte on a reused connection: the origin closed it idle.
+                    Ok(Err(_)) if !received_any => return Err(HeadError::NothingReceived),
+                    Ok(Err(_)) => return Err(HeadError::Invalid),
+                    Ok(Ok(0)) if !received_any => return Err(HeadError::NothingReceived),
+                    Ok(Ok(0)) => return Err(HeadError::Invalid),
+                    Ok(Ok(_)) => received_any = true,
+                }
+            }
+            r = cs.stream.read_buf(&mut cs.buf), if watch_client => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    return Err(HeadError::ClientGone);
+                }
+            }
+        }
+    }
+}
+
+async fn relay_response(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    origin: OriginConn,
+    mut obuf: BytesMut,
+) -> Outcome {
+    let t = &shared.config.timeouts;
+    let resp = &cs.resp;
+    let framing = resp.body_framing(req.method);
+    let (body_out, framing_keeps_client) = heads::client_body_out(framing, req.version);
+    let keep_client = req.keep_alive && framing_keeps_client && !cs.shutting_down();
+    let origin_reusable = resp.keep_alive && framing != BodyFraming::UntilClose;
+    cs.head_buf.clear();
+    heads::client_response(
+        &mut cs.head_buf,
+        resp,
+        req.method,
+        framing,
+        body_out,
+        req.version,
+        keep_client,
+        shared.via(),
+    );
+    let mut outcome = Outcome {
+        status: resp.status,
+        bytes_sent: 0,
+        keep_client,
+        result: ResultCode::TcpMiss,
+        peer: Some(origin.addr.ip()),
+        content_type: resp.get(HeaderId::ContentType).cloned(),
+        error: None,
+    };
+    let mut origin = origin;
+    let done = match BodyIn::new(framing) {
+        None => write_parts_within(&mut cs.stream, &[&cs.head_buf], t.client_idle)
+            .await
+            .map(|()| cs.head_buf.len() as u64)
+            .map_err(RelayError::Dest),
+        Some(mut body) => {
+            let limits = Deadlines {
+                read: t.origin_first_byte,
+                write: t.client_idle,
+            };
+            relay_body(
+                &mut origin.stream,
+                &mut obuf,
+                &mut body,
+                &mut cs.stream,
+                body_out,
+                &cs.head_buf,
+                limits,
+            )
+            .await
+        }
+    };
+    match done {
+        Ok(n) => {
+            outcome.bytes_sent = n;
+            if origin_reusable && obuf.is_empty() {
+                shared.pool.checkin(origin);
+            }
+        }
+        Err(e) => {
+            // The origin failed mid-body or the client went away: either way the client must
+            // not see a clean end, so its connection closes (and the origin's is dropped).
+            tracing::debug!("response relay aborted: {e}");
+            outcome.keep_client = false;
+            outcome.result = ResultCode::TcpMissAborted;
+        }
+    }
+    outcome
+}

@@ -1,0 +1,205 @@
+//! Keep-alive connections to origins, shared by all client connections.
+//!
+//! Idle connections are keyed by the origin's socket address and handed out newest first (the
+//! one least likely to have been closed by the origin's own idle timer). A connection is checked
+//! for a pending EOF before reuse, and callers retry an idempotent request once on a fresh
+//! connection when a reused one fails before any response byte arrives (RFC 9112 §9.3.1).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpStream;
+
+/// Idle connections kept per origin address; more are closed on check-in.
+const MAX_IDLE_PER_ORIGIN: usize = 256;
+
+/// A connection to an origin, fresh or taken from the pool.
+pub struct OriginConn {
+    pub stream: TcpStream,
+    pub addr: SocketAddr,
+    /// True when the connection has carried a request before: a failure before the first
+    /// response byte may then be the origin closing an idle connection, worth one retry.
+    pub reused: bool,
+}
+
+struct Idle {
+    stream: TcpStream,
+    since: Instant,
+}
+
+/// The pool itself. Cheap to share (`Arc<Pool>`); a sweeper task closes expired connections.
+pub struct Pool {
+    idle: Mutex<HashMap<SocketAddr, Vec<Idle>>>,
+    idle_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+impl Pool {
+    /// Builds the pool and starts its sweeper on the current tokio runtime.
+    pub fn start(idle_timeout: Duration, connect_timeout: Duration) -> Arc<Pool> {
+        let pool = Arc::new(Pool {
+            idle: Mutex::new(HashMap::new()),
+            idle_timeout,
+            connect_timeout,
+        });
+        tokio::spawn(sweep(Arc::downgrade(&pool)));
+        pool
+    }
+
+    /// An idle connection to `addr` that still looks open, if the pool has one.
+    pub fn checkout(&self, addr: SocketAddr) -> Option<OriginConn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.get_mut(&addr)?;
+        while let Some(conn) = list.pop() {
+            if conn.since.elapsed() < self.idle_timeout && looks_open(&conn.stream) {
+                return Some(OriginConn {
+                    stream: conn.stream,
+                    addr,
+                    reused: true,
+                });
+            }
+        }
+        None
+    }
+
+    /// Returns a connection whose last response was complete and which may carry another.
+    pub fn checkin(&self, conn: OriginConn) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let list = idle.entry(conn.addr).or_default();
+        if list.len() < MAX_IDLE_PER_ORIGIN {
+            list.push(Idle {
+                stream: conn.stream,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Opens a new connection to the first of `addrs` that accepts within the connect timeout.
+    pub async fn connect(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
+        for &addr in addrs {
+            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(stream)) => {
+                    // Heads and bodies are written whole; Nagle would only add latency.
+                    stream.set_nodelay(true)?;
+                    return Ok(OriginConn {
+                        stream,
+                        addr,
+                        reused: false,
+                    });
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
+            }
+        }
+        Err(last)
+    }
+
+    /// A pooled connection to one of `addrs`, or a new one.
+    pub async fn get(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
+        for &addr in addrs {
+            if let Some(conn) = self.checkout(addr) {
+                return Ok(conn);
+            }
+        }
+        self.connect(addrs).await
+    }
+
+    /// Number of idle connections held.
+    #[cfg(test)]
+    pub fn idle_count(&self) -> usize {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.values().map(Vec::len).sum()
+    }
+
+    fn sweep_expired(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|_, list| {
+            list.retain(|c| c.since.elapsed() < self.idle_timeout);
+            !list.is_empty()
+        });
+    }
+}
+
+/// An idle connection must have nothing to read: data would be a protocol error by the origin,
+/// and EOF means it closed its side.
+fn looks_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+async fn sweep(pool: Weak<Pool>) {
+    let period = match pool.upgrade() {
+        Some(p) => (p.idle_timeout / 2).max(Duration::from_millis(500)),
+        None => return,
+    };
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tick.tick().await;
+        match pool.upgrade() {
+            Some(p) => p.sweep_expired(),
+            None => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    #[tokio::test]
+    async fn reuses_an_open_connection_and_drops_a_closed_one() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
+
+        let conn = pool.get(&[addr]).await.unwrap();
+        assert!(!conn.reused);
+        let (mut server_side, _) = listener.accept().await.unwrap();
+        pool.checkin(conn);
+        assert_eq!(pool.idle_count(), 1);
+
+        let again = pool.get(&[addr]).await.unwrap();
+        assert!(again.reused, "the idle connection is handed out again");
+        pool.checkin(again);
+
+        // The origin closes its side: the pool must not hand that connection out.
+        server_side.shutdown().await.unwrap();
+        drop(server_side);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let fresh = pool.get(&[addr]).await.unwrap();
+        assert!(!fresh.reused);
+    }
+
+    #[tokio::test]
+    async fn expired_connections_are_not_reused() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pool = Pool::start(Duration::from_millis(100), Duration::from_secs(1));
+        let conn = pool.get(&[addr]).await.unwrap();
+        let _server_side = listener.accept().await.unwrap();
+        pool.checkin(conn);
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(pool.idle_count(), 0, "the sweeper closed it");
+        assert!(pool.checkout(addr).is_none());
+    }
+
+    #[tokio::test]
+    async fn connect_tries_the_next_address() {
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let live = listener.local_addr().unwrap();
+        let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
+        let conn = pool.connect(&[dead, live]).await.unwrap();
+        assert_eq!(conn.addr, live);
+        assert!(pool.connect(&[dead]).await.is_err());
+    }
+}

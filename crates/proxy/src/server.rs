@@ -1,0 +1,157 @@
+//! Listeners, the accept loops, and graceful shutdown: on the shutdown signal, stop accepting,
+//! let in-flight requests finish (idle keep-alive connections close at once, busy ones after
+//! their current response) and give up after the configured grace period.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sepia_config::{Config, Mode};
+use sepia_observe::AccessLog;
+use socket2::{Domain, Socket, Type};
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify};
+
+use crate::client;
+use crate::shared::Shared;
+
+/// Pending connections the kernel queues per listener.
+const BACKLOG: i32 = 4096;
+
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Vec<(TcpListener, Mode)>,
+}
+
+impl Server {
+    /// Binds every configured listener. Must be called inside the tokio runtime.
+    pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
+        let mut listeners = Vec::with_capacity(config.listeners.len());
+        for l in &config.listeners {
+            let listener = bind(l.address).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.address))
+            })?;
+            listeners.push((listener, l.mode));
+        }
+        Ok(Server {
+            shared: Arc::new(Shared::new(config, log)),
+            listeners,
+        })
+    }
+
+    /// The bound addresses (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|(l, _)| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Serves until `shutdown` completes, then drains.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let tracker = Arc::new(Tracker::default());
+        for (listener, mode) in self.listeners {
+            tokio::spawn(accept_loop(
+                listener,
+                mode,
+                self.shared.clone(),
+                stop_rx.clone(),
+                tracker.clone(),
+            ));
+        }
+        shutdown.await;
+        tracing::info!("shutting down: no new connections; finishing in-flight requests");
+        let _ = stop_tx.send(true);
+        let grace = self.shared.config.server.shutdown_grace;
+        if tokio::time::timeout(grace, tracker.all_done())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = tracker.count.load(Ordering::Relaxed),
+                "shutdown grace period over; closing remaining connections"
+            );
+        }
+    }
+}
+
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // Restarting Sepia must not wait for old connections in TIME_WAIT.
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    mode: Mode,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    tracker: Arc<Tracker>,
+) {
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, peer)) => {
+                    let guard = tracker.enter();
+                    let shared = shared.clone();
+                    let stop = stop.clone();
+                    tokio::spawn(async move {
+                        client::serve(shared, stream, peer, mode, stop).await;
+                        drop(guard);
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors or memory: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            },
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Counts open client connections so shutdown can wait for them.
+#[derive(Default)]
+struct Tracker {
+    count: AtomicUsize,
+    zero: Notify,
+}
+
+struct Guard(Arc<Tracker>);
+
+impl Tracker {
+    fn enter(self: &Arc<Self>) -> Guard {
+        self.count.fetch_add(1, Ordering::AcqRel);
+        Guard(self.clone())
+    }
+
+    async fn all_done(&self) {
+        loop {
+            let notified = self.zero.notified();
+            if self.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.zero.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Request-target forms (RFC 9112 §3.2) and authorities (RFC 3986 §3.2).
+
+use bytes::Bytes;
+
+/// `host[:port]`, with an IPv6 literal's brackets removed from `host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Authority<'a> {
+    pub host: &'a [u8],
+    pub port: Option<u16>,
+}
+
+/// Splits an authority (a Host value, or CONNECT's authority-form). `None` when malformed:
+/// empty host, userinfo, a bad port, or unbalanced IPv6 brackets.
+pub fn split_authority(a: &[u8]) -> Option<Authority<'_>> {
+    if a.is_empty() || a.contains(&b'@') {
+        return None;
+    }
+    let (host, rest) = if a[0] == b'[' {
+        let close = a.iter().position(|&b| b == b']')?;
+        (&a[1..close], &a[close + 1..])
+    } else {
+        match a.iter().rposition(|&b| b == b':') {
+            Some(i) => (&a[..i], &a[i..]),
+            None => (a, &a[a.len()..]),
+        }
+    };
+    if host.is_empty()
+        || host
+            .iter()
+            .any(|&b| b <= b' ' || b == b'/' || b == b'[' || b == b']')
+    {
+        return None;
+    }
+    let port = match rest {
+        [] => None,
+        [b':'] => None, // "host:" means the default port (RFC 3986 §3.2.3)
+        [b':', digits @ ..] => Some(parse_port(digits)?),
+        _ => return None,
+    };
+    Some(Authority { host, port })
+}
+
+fn parse_port(digits: &[u8]) -> Option<u16> {
+    if digits.is_empty() || digits.len() > 5 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut n: u32 = 0;
+    for &d in digits {
+        n = n * 10 + u32::from(d - b'0');
+    }
+    u16::try_from(n).ok().filter(|&p| p != 0)
+}
+
+/// An absolute-form `http://authority/path?query` target, as slices of the request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbsoluteTarget {
+    pub authority: Bytes,
+    /// The origin-form to send to the origin: path and query, "/" when the path is empty.
+    pub origin_form: Bytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetError {
+    /// Not absolute-form at all (e.g. origin-form sent to a forward proxy).
+    NotAbsolute,
+    /// A scheme this proxy does not speak toward origins (only `http` for now).
+    UnsupportedScheme,
+    /// Absolute-form whose authority is missing or malformed.
+    BadAuthority,
+}
+
+/// Parses an absolute-form target. The scheme is case-insensitive (RFC 3986 §3.1).
+pub fn parse_absolute(target: &Bytes) -> Result<AbsoluteTarget, TargetError> {
+    let t = &target[..];
+    let colon = t
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or(TargetError::NotAbsolute)?;
+    if colon == 0
+        || !t[..colon]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(b))
+    {
+        return Err(TargetError::NotAbsolute);
+    }
+    if !t[colon..].starts_with(b"://") {
+        return Err(TargetError::NotAbsolute);
+    }
+    if !t[..colon].eq_ignore_ascii_case(b"http") {
+        return Err(TargetError::UnsupportedScheme);
+    }
+    let auth_start = colon + 3;
+    let auth_end = t[auth_start..]
+        .iter()
+        .position(|&b| b == b'/' || b == b'?' || b == b'#')
+        .map_or(t.len(), |i| auth_start + i);
+    let authority = target.slice(auth_start..auth_end);
+    if split_authority(&authority).is_none() {
+        return Err(TargetError::BadAuthority);
+    }
+    // A fragment is never part of a request-target (RFC 9112 §3.2); drop one if a client sent it.
+    let end = t[auth_end..]
+        .iter()
+        .position(|&b| b == b'#')
+        .map_or(t.len(), |i| auth_end + i);
+    let origin_form = if auth_end == end {
+        Bytes::from_static(b"/")
+    } else if t[auth_end] == b'?' {
+        // "http://h?q" has an empty path: the origin-form is "/?q" (RFC 9112 §3.2.1).
+        let mut v = Vec::with_capacity(end - auth_end + 1);
+        v.push(b'/');
+        v.extend_from_slice(&t[auth_end..end]);
+        Bytes::from(v)
+    } else {
+        target.slice(auth_end..end)
+    };
+    Ok(AbsoluteTarget {
+        authority,
+        origin_form,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities() {
+        let ok: &[(&[u8], &[u8], Option<u16>)] = &[
+            (b"example.com", b"example.com", None),
+            (b"example.com:8080", b"example.com", Some(8080)),
+            (b"example.com:", b"example.com", None),
+            (b"127.0.0.1:3128", b"127.0.0.1", Some(3128)),
+            (b"[::1]", b"::1", None),
+            (b"[::1]:443", b"::1", Some(443)),
+        ];
+        for (input, host, port) in ok {
+            let a = split_authority(input).unwrap_or_else(|| panic!("{:?}", input));
+            assert_eq!((a.host, a.port), (*host, *port));
+        }
+        let bad: &[&[u8]] = &[
+            b"",
+            b":80",
+            b"user@host",
+            b"host:99999",
+            b"host:0",
+            b"host:8x",
+            b"[::1",
+            b"[::1]x",
+            b"a b",
+            b"a/b",
+        ];
+        for input in bad {
+            assert!(
+                split_authority(input).is_none(),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn absolute_targets() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("http://example.com/a/b?c=d", "example.com", "/a/b?c=d"),
+            ("HTTP://Example.com:8080", "Example.com:8080", "/"),
+            ("http://127.0.0.1:81?q", "127.0.0.1:81", "/?q"),
+            ("http://[::1]:80/x#frag", "[::1]:80", "/x"),
+        ];
+        for (input, authority, origin_form) in cases {
+            let t = parse_absolute(&Bytes::copy_from_slice(input.as_bytes())).unwrap();
+            assert_eq!(&t.authority[..], authority.as_bytes(), "{input}");
+            assert_eq!(&t.origin_form[..], origin_form.as_bytes(), "{input}");
+        }
+    }
+
+    #[test]
+    fn non_absolute_targets() {
+        let cases: &[(&str, TargetError)] = &[
+            ("/index.html", TargetError::NotAbsolute),
+            ("*", TargetError::NotAbsolute),
+            ("example.com:443", TargetError::NotAbsolute),
+            ("https://example.com/", TargetError::UnsupportedScheme),
+            ("ftp://example.com/", TargetError::UnsupportedScheme),
+            ("http:///nohost", TargetError::BadAuthority),
+            ("http://user@host/", TargetError::BadAuthority),
+        ];
+        for (input, err) in cases {
+            assert_eq!(
+                parse_absolute(&Bytes::copy_from_slice(input.as_bytes())),
+                Err(*err),
+                "{input}"
+            );
+        }
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs Sepia's whole test suite: formatting, lints, unit tests, black-box tests with the real
+# binary, and a short fuzzing pass over every parser. Installs what it needs (Debian packages,
+# cargo tools) when missing. Usage: scripts/test.sh [--quick]   (--quick skips fuzzing)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+
+need_pkgs=()
+command -v curl >/dev/null || need_pkgs+=(curl)
+command -v ip >/dev/null || need_pkgs+=(iproute2)
+if ((${#need_pkgs[@]})); then
+  echo "== installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== build the sepia binary (the black-box tests run it)"
+cargo build --locked -p sepia
+
+echo "== cargo test (unit and black-box)"
+cargo test --workspace --locked
+
+if ((quick == 0)); then
+  echo "== fuzz targets (build and a short run each)"
+  fuzz/run.sh "${FUZZ_SECONDS:-15}"
+fi
+echo "== all tests passed"
