@@ -1,0 +1,126 @@
+//! The reading side of a fill: a request that collapsed onto another request's miss.
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::{FillError, FillHead, FillShared, FillState, Phase, FREE_READER};
+
+/// A request waiting on (and then streaming) a fill started by another request.
+///
+/// Obtained from `lookup` as `Lookup::Pending`. Call [`FillReader::head`] to see the
+/// response head and decide whether it may be shared with this request (Vary, RFC 9111
+/// §4.1); then [`FillReader::next_chunk`] until `Ok(None)`. Each reader starts at the first
+/// body byte however late it joined. Dropping the reader detaches it.
+pub struct FillReader<M> {
+    shared: Arc<FillShared<M>>,
+    pub(super) slot: usize,
+    next: u64,
+}
+
+impl<M> std::fmt::Debug for FillReader<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FillReader")
+            .field("slot", &self.slot)
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+/// What one look at the fill state says a reader should do.
+enum Step<T> {
+    Ready(T),
+    Wait,
+}
+
+impl<M> FillReader<M> {
+    pub(super) fn new(shared: Arc<FillShared<M>>, slot: usize) -> Self {
+        FillReader {
+            shared,
+            slot,
+            next: 0,
+        }
+    }
+
+    /// Waits until the writer publishes the response head (or gives up on the fill).
+    ///
+    /// `Err(Released)`: the response is not shareable, fetch on your own.
+    /// `Err(Aborted)`: the fill failed; whether to retry or answer with an error is the
+    /// caller's decision (no body byte has been given to this reader by `head`).
+    pub async fn head(&mut self) -> Result<FillHead<M>, FillError> {
+        self.wait(|_, st| match (&st.head, st.phase) {
+            (_, Phase::Aborted) => Step::Ready(Err(FillError::Aborted)),
+            (_, Phase::Released) => Step::Ready(Err(FillError::Released)),
+            (Some(head), _) => Step::Ready(Ok(head.clone())),
+            (None, _) => Step::Wait,
+        })
+        .await
+    }
+
+    /// The next body chunk, waiting for the writer if this reader has caught up.
+    ///
+    /// `Ok(None)` is the clean end: the writer finished and the body had its promised
+    /// length. `Err(Aborted)` means the body will never be complete: abort the client
+    /// connection rather than end the response (a short body must not look whole).
+    pub async fn next_chunk(&mut self) -> Result<Option<Bytes>, FillError> {
+        let slot = self.slot;
+        self.wait(|next, st| match st.phase {
+            Phase::Aborted => Step::Ready(Err(FillError::Aborted)),
+            Phase::Released => Step::Ready(Err(FillError::Released)),
+            Phase::Open | Phase::Complete => {
+                // Chunks below `first_chunk` are only dropped once every attached reader
+                // (this one included) is past them; should that ever fail, the body can no
+                // longer be delivered whole, which is an abort, never a wrong chunk.
+                let Some(index) = next.checked_sub(st.first_chunk) else {
+                    return Step::Ready(Err(FillError::Aborted));
+                };
+                if let Some(chunk) = st.chunks.get(index as usize) {
+                    let chunk = chunk.clone();
+                    *next += 1;
+                    st.readers[slot] = *next;
+                    Step::Ready(Ok(Some(chunk)))
+                } else if st.phase == Phase::Complete {
+                    Step::Ready(Ok(None))
+                } else {
+                    Step::Wait
+                }
+            }
+        })
+        .await
+    }
+
+    /// Runs `check` under the state lock until it is ready, sleeping on the fill's
+    /// notifier in between. The waiter is registered *before* the state is inspected, so
+    /// an event that lands between the check and the sleep still wakes it (no lost
+    /// wake-ups, no polling).
+    async fn wait<T>(
+        &mut self,
+        mut check: impl FnMut(&mut u64, &mut FillState<M>) -> Step<T>,
+    ) -> T {
+        loop {
+            let mut notified = pin!(self.shared.notify.notified());
+            notified.as_mut().enable();
+            let step = {
+                let mut st = self.shared.lock();
+                check(&mut self.next, &mut st)
+            };
+            match step {
+                Step::Ready(value) => return value,
+                Step::Wait => notified.await,
+            }
+        }
+    }
+}
+
+impl<M> Drop for FillReader<M> {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.readers[self.slot] = FREE_READER;
+        st.active_readers -= 1;
+        if st.oversize {
+            // Nothing will be committed; keep only what the remaining readers still need.
+            st.trim_read_chunks();
+        }
+    }
+}

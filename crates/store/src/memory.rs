@@ -1,0 +1,470 @@
+//! The in-memory store: sharded index, global byte budget, S3-FIFO eviction per shard.
+
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::config::StoreConfig;
+use crate::fill::{
+    DetachReason, FillShared, FillTarget, FillTicket, FillWriter, FinishOutcome, NotStoredReason,
+};
+use crate::object::Object;
+use crate::shard::{Shard, ShardState, ShardWrite};
+use crate::stats::{bump, StoreStats};
+use crate::store::{Lookup, Store};
+
+/// A sharded in-memory cache of complete responses with request collapsing.
+///
+/// Cheap to clone (a handle to shared state); share one per process.
+///
+/// *Budget.* Bytes are accounted globally (one atomic) rather than per shard, so that an
+/// object up to `max_object_bytes` always fits even when it is larger than a shard's share
+/// of the budget. An insertion first *reserves* its bytes (a compare-and-swap that never
+/// lets the total pass the budget), evicting by S3-FIFO within whichever shard holds the
+/// most bytes, one shard lock at a time. So the accounted total never exceeds the budget,
+/// and shards stay near their fair share of it.
+///
+/// *Hashing.* A key is hashed once, with SipHash-1-3 under a per-store random key
+/// (`std`'s `RandomState`): keys are URIs chosen by clients, and a predictable hash would
+/// let them pile every key into one bucket. The hash picks the shard and is reused inside
+/// the shard's table.
+pub struct MemoryStore<M> {
+    inner: Arc<Inner<M>>,
+}
+
+impl<M> Clone for MemoryStore<M> {
+    fn clone(&self) -> Self {
+        MemoryStore {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<M> std::fmt::Debug for MemoryStore<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.inner.shards.len())
+            .field("budget_bytes", &self.inner.budget)
+            .field("max_object_bytes", &self.inner.max_object)
+            .field("used_bytes", &self.inner.used.load(Relaxed))
+            .finish()
+    }
+}
+
+struct Inner<M> {
+    shards: Box<[Shard<M>]>,
+    mask: usize,
+    hasher: RandomState,
+    /// Bytes reserved by stored objects (always `<= budget`).
+    used: AtomicU64,
+    budget: u64,
+    max_object: u64,
+    next_fill_id: AtomicU64,
+}
+
+impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
+    /// A store sized by `cfg` (normalised first, see [`StoreConfig::normalized`]).
+    pub fn new(cfg: StoreConfig) -> Self {
+        let cfg = cfg.normalized();
+        let per_shard = cfg.budget_bytes / cfg.shards as u64;
+        let shards = (0..cfg.shards).map(|_| Shard::new(per_shard)).collect();
+        MemoryStore {
+            inner: Arc::new(Inner {
+                shards,
+                mask: cfg.shards - 1,
+                hasher: RandomState::new(),
+                used: AtomicU64::new(0),
+                budget: cfg.budget_bytes,
+                max_object: cfg.max_object_bytes,
+                next_fill_id: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Looks up `primary` and the first variant `select` accepts.
+    ///
+    /// - `Hit`: a stored object; no allocation, a shared (read) lock on one shard.
+    /// - `Pending`: nothing stored, but a fill for this key is in progress and its head
+    ///   (when already published) passes `select`: stream from it instead of fetching.
+    /// - `Miss`: the caller fetches from the origin and fills through the writer.
+    ///
+    /// `select` judges a variant by its head, metadata and secondary key (for fills in
+    /// progress it sees a provisional object with an empty body). It runs under the
+    /// shard's lock: it must not call back into the store.
+    pub fn lookup(&self, primary: &[u8], select: impl Fn(&Object<M>) -> bool) -> Lookup<M> {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        if let Some(object) = shard.read().hit(hash, primary, &select) {
+            bump(&shard.counters.hits);
+            return Lookup::Hit(object);
+        }
+        let st = shard.write();
+        // Re-check: a fill may have committed between the two locks.
+        if let Some(object) = st.hit(hash, primary, &select) {
+            bump(&shard.counters.hits);
+            return Lookup::Hit(object);
+        }
+        self.join_or_start_fill(st, shard, hash, primary, &select)
+    }
+
+    /// Starts a fill for `primary` even though a variant `select` accepts may be stored,
+    /// or joins such a fill already in progress: for a stored response that is stale and
+    /// must be revalidated or replaced (RFC 9111 §4.3). Concurrent refreshes of one key
+    /// collapse onto one origin request like misses do. The writer's object replaces the
+    /// stored variant with the same secondary key when it commits. After a 304 the writer
+    /// publishes the merged head and appends the stored object's body chunks (cheap
+    /// `Bytes` clones) and finishes, so requests waiting on the refresh get the whole
+    /// response; it must not abort (that would abort the waiters' clients).
+    /// [`MemoryStore::update`] is for revalidations done without a fill. Never `Hit`.
+    pub fn refresh(&self, primary: &[u8], select: impl Fn(&Object<M>) -> bool) -> Lookup<M> {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        self.join_or_start_fill(shard.write(), shard, hash, primary, &select)
+    }
+
+    fn join_or_start_fill(
+        &self,
+        mut st: ShardWrite<'_, M>,
+        shard: &Shard<M>,
+        hash: u64,
+        primary: &[u8],
+        select: &dyn Fn(&Object<M>) -> bool,
+    ) -> Lookup<M> {
+        if let Some(reader) = st.join_fill(hash, primary, select) {
+            bump(&shard.counters.collapsed);
+            return Lookup::Pending(reader);
+        }
+        let ticket = FillTicket {
+            primary: Bytes::copy_from_slice(primary),
+            hash,
+            id: self.inner.next_fill_id.fetch_add(1, Relaxed),
+        };
+        let shared = FillShared::new();
+        st.register_fill(&ticket, Arc::clone(&shared));
+        drop(st);
+        bump(&shard.counters.misses);
+        let target: Arc<dyn FillTarget<M>> = Arc::clone(&self.inner) as Arc<dyn FillTarget<M>>;
+        Lookup::Miss(FillWriter::new(shared, target, ticket))
+    }
+
+    /// Looks up a stored variant without ever starting or joining a fill: for
+    /// `only-if-cached` requests (RFC 9111 §5.2.1.7) and administrative reads.
+    pub fn lookup_no_fill(
+        &self,
+        primary: &[u8],
+        select: impl Fn(&Object<M>) -> bool,
+    ) -> Option<Arc<Object<M>>> {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        let hit = shard.read().hit(hash, primary, &select);
+        if hit.is_some() {
+            bump(&shard.counters.hits);
+        }
+        hit
+    }
+
+    /// Removes every variant stored under `primary` (RFC 9111 §4.4 invalidation, PURGE);
+    /// returns how many were removed. Fills in progress for the key keep streaming to
+    /// their readers but are not committed, and are no longer joined by new lookups: a
+    /// response fetched before the purge must not reappear after it.
+    pub fn purge(&self, primary: &[u8]) -> usize {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        let (count, bytes) = shard.write().purge(hash, primary);
+        self.inner.release(bytes);
+        shard.counters.removals.fetch_add(count as u64, Relaxed);
+        count
+    }
+
+    /// Removes the one variant of `primary` with this secondary key.
+    pub fn remove_variant(&self, primary: &[u8], secondary: &[u8]) -> bool {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        let freed = shard.write().remove_variant(hash, primary, secondary);
+        if let Some(bytes) = freed {
+            self.inner.release(bytes);
+            bump(&shard.counters.removals);
+        }
+        freed.is_some()
+    }
+
+    /// Replaces the head and metadata of the stored object `old` after a 304 (RFC 9111
+    /// §4.3.4), keeping its body chunks (shared, not copied), secondary key, queue
+    /// position and hit frequency. Returns the new object, or `None` when `old` is no
+    /// longer stored (evicted, purged, replaced) or the new head does not fit (then `old`
+    /// is removed if it would exceed the maximum object size, left as is otherwise).
+    pub fn update(
+        &self,
+        primary: &[u8],
+        old: &Arc<Object<M>>,
+        head: Bytes,
+        meta: M,
+    ) -> Option<Arc<Object<M>>> {
+        let inner = &self.inner;
+        let hash = inner.hasher.hash_one(primary);
+        let shard = inner.shard(hash);
+        let new = Arc::new(old.with_head(head, meta));
+        let new_size = new.accounted_size(primary.len());
+        let old_size = old.accounted_size(primary.len());
+        let mut st = shard.write();
+        if !st.contains(hash, primary, old) {
+            return None;
+        }
+        if new_size > inner.max_object {
+            if let Some(bytes) = st.remove_object(hash, primary, old) {
+                inner.release(bytes);
+                bump(&shard.counters.removals);
+            }
+            return None;
+        }
+        if new_size > old_size && !inner.reserve_in(&mut st, shard, new_size - old_size) {
+            return None;
+        }
+        // `old` may have been evicted to make room for its own growth.
+        match st.replace(hash, primary, old, Arc::clone(&new), new_size) {
+            Some(replaced_size) => {
+                debug_assert_eq!(replaced_size, old_size);
+                if new_size < old_size {
+                    inner.release(old_size - new_size);
+                }
+                Some(new)
+            }
+            None => {
+                if new_size > old_size {
+                    inner.release(new_size - old_size);
+                }
+                None
+            }
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> StoreStats {
+        let mut stats = StoreStats {
+            bytes: self.inner.used.load(Relaxed),
+            budget_bytes: self.inner.budget,
+            ..StoreStats::default()
+        };
+        for shard in self.inner.shards.iter() {
+            shard.counters.add_to(&mut stats);
+            stats.objects += shard.read().len() as u64;
+        }
+        stats
+    }
+
+    /// Checks the accounting invariants (tests): the global total equals the sum of the
+    /// shards, stays within budget, and no fill is left registered.
+    #[cfg(test)]
+    pub(crate) fn assert_consistent(&self, expect_no_fills: bool) {
+        let mut sum = 0;
+        for shard in self.inner.shards.iter() {
+            let st = shard.read();
+            sum += st.bytes();
+            if expect_no_fills {
+                assert_eq!(st.inflight_fills(), 0, "a fill was left registered");
+            }
+        }
+        let used = self.inner.used.load(Relaxed);
+        assert_eq!(sum, used, "shard bytes vs global accounting");
+        assert!(
+            used <= self.inner.budget,
+            "{used} over budget {}",
+            self.inner.budget
+        );
+    }
+}
+
+impl<M> Inner<M> {
+    #[inline]
+    fn shard(&self, hash: u64) -> &Shard<M> {
+        &self.shards[self.shard_index(hash)]
+    }
+
+    /// Reserves `size` bytes if that keeps the total within the budget.
+    fn try_reserve(&self, size: u64) -> bool {
+        self.used
+            .fetch_update(Relaxed, Relaxed, |used| {
+                used.checked_add(size).filter(|&total| total <= self.budget)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, size: u64) {
+        self.used.fetch_sub(size, Relaxed);
+    }
+
+    /// Reserves `size` bytes, evicting only from `st` (the locked `shard`) as needed; for
+    /// `update`, which must keep its shard locked. False if the shard ran out of victims.
+    fn reserve_in(&self, st: &mut ShardState<M>, shard: &Shard<M>, size: u64) -> bool {
+        loop {
+            if self.try_reserve(size) {
+                return true;
+            }
+            match st.evict_one() {
+                Some(freed) => {
+                    self.release(freed);
+                    bump(&shard.counters.evictions);
+                }
+                None => return false,
+            }
+        }
+    }
+
+    /// Reserves `size` bytes, evicting one object at a time from the shard holding the
+    /// most bytes (the home shard on ties), taking one shard lock at a time. Choosing the
+    /// fullest shard keeps shards near their fair share of the budget, so each shard's
+    /// S3-FIFO judges its own objects against a population of the expected size instead of
+    /// a shard sacrificing its hot objects while others hold cold ones. False when nothing
+    /// is left to evict (the budget is held by reservations in flight).
+    fn reserve(&self, home: usize, size: u64) -> bool {
+        loop {
+            if self.try_reserve(size) {
+                return true;
+            }
+            let Some(victim) = self.fullest_shard(home) else {
+                return self.try_reserve(size);
+            };
+            let shard = &self.shards[victim];
+            let freed = shard.write().evict_one();
+            if let Some(freed) = freed {
+                self.release(freed);
+                bump(&shard.counters.evictions);
+            }
+        }
+    }
+
+    /// The shard with the most bytes (`home` wins ties), or `None` if all are empty.
+    fn fullest_shard(&self, home: usize) -> Option<usize> {
+        let mut best = (self.shards[home].bytes(), home);
+        for (i, shard) in self.shards.iter().enumerate() {
+            let bytes = shard.bytes();
+            if bytes > best.0 {
+                best = (bytes, i);
+            }
+        }
+        (best.0 > 0).then_some(best.1)
+    }
+
+    /// A newer response replaces the stored variant with the same secondary key.
+    fn remove_same_variant(
+        &self,
+        st: &mut ShardState<M>,
+        shard: &Shard<M>,
+        ticket: &FillTicket,
+        object: &Object<M>,
+    ) {
+        if let Some(freed) = st.remove_variant(ticket.hash, &ticket.primary, object.secondary()) {
+            self.release(freed);
+            bump(&shard.counters.removals);
+        }
+    }
+
+    /// High bits pick the shard; the table inside uses the low bits and the top 7.
+    #[inline]
+    fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & self.mask
+    }
+}
+
+impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
+    fn commit(&self, ticket: &FillTicket, object: Object<M>) -> FinishOutcome<M> {
+        let shard = self.shard(ticket.hash);
+        let size = object.accounted_size(ticket.primary.len());
+        if size > self.max_object {
+            self.detach(ticket, DetachReason::TooBig);
+            return FinishOutcome::NotStored(NotStoredReason::TooBig);
+        }
+        let ghost_key = self
+            .hasher
+            .hash_one((&ticket.primary[..], &object.secondary()[..]));
+        let object = Arc::new(object);
+        {
+            let mut st = shard.write();
+            if !st.fill_committable(ticket) {
+                st.unregister_fill(ticket);
+                return FinishOutcome::NotStored(NotStoredReason::Purged);
+            }
+            // Free the variant this object supersedes before evicting anything else for it.
+            self.remove_same_variant(&mut st, shard, ticket, &object);
+        }
+        // No lock is held while reserving: eviction may need any shard's lock.
+        if !self.reserve(self.shard_index(ticket.hash), size) {
+            shard.write().unregister_fill(ticket);
+            return FinishOutcome::NotStored(NotStoredReason::NoRoom);
+        }
+        let mut st = shard.write();
+        // The lock was released meanwhile: a purge or a competing commit may have happened.
+        if !st.fill_committable(ticket) {
+            self.release(size);
+            st.unregister_fill(ticket);
+            return FinishOutcome::NotStored(NotStoredReason::Purged);
+        }
+        self.remove_same_variant(&mut st, shard, ticket, &object);
+        st.unregister_fill(ticket);
+        st.insert(
+            ticket.hash,
+            &ticket.primary,
+            Arc::clone(&object),
+            size,
+            ghost_key,
+        );
+        bump(&shard.counters.insertions);
+        FinishOutcome::Stored(object)
+    }
+
+    fn detach(&self, ticket: &FillTicket, reason: DetachReason) {
+        let shard = self.shard(ticket.hash);
+        shard.write().unregister_fill(ticket);
+        match reason {
+            DetachReason::Aborted => bump(&shard.counters.aborted_fills),
+            DetachReason::Released => bump(&shard.counters.released_fills),
+            DetachReason::TooBig => bump(&shard.counters.rejected_too_big),
+        }
+    }
+
+    fn max_object_bytes(&self) -> u64 {
+        self.max_object
+    }
+}
+
+impl<M: Clone + Send + Sync + 'static> Store<M> for MemoryStore<M> {
+    fn lookup(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {
+        MemoryStore::lookup(self, primary, select)
+    }
+
+    fn lookup_no_fill(
+        &self,
+        primary: &[u8],
+        select: &dyn Fn(&Object<M>) -> bool,
+    ) -> Option<Arc<Object<M>>> {
+        MemoryStore::lookup_no_fill(self, primary, select)
+    }
+
+    fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {
+        MemoryStore::refresh(self, primary, select)
+    }
+
+    fn purge(&self, primary: &[u8]) -> usize {
+        MemoryStore::purge(self, primary)
+    }
+
+    fn remove_variant(&self, primary: &[u8], secondary: &[u8]) -> bool {
+        MemoryStore::remove_variant(self, primary, secondary)
+    }
+
+    fn update(
+        &self,
+        primary: &[u8],
+        old: &Arc<Object<M>>,
+        head: Bytes,
+        meta: M,
+    ) -> Option<Arc<Object<M>>> {
+        MemoryStore::update(self, primary, old, head, meta)
+    }
+
+    fn stats(&self) -> StoreStats {
+        MemoryStore::stats(self)
+    }
+}

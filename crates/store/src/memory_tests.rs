@@ -1,0 +1,228 @@
+//! The memory store: the conformance suite (one shard and many), plus checks of its own
+//! accounting that the generic suite cannot see.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::conformance::{
+    any, body_of, expect_hit, expect_miss, expect_pending, expect_stored, pattern, secondary_is,
+    store_object, write_body, Meta,
+};
+use crate::{BodyLength, FinishOutcome, Lookup, MemoryStore, StoreConfig};
+
+fn store(budget: u64, max: u64, shards: usize) -> MemoryStore<Meta> {
+    MemoryStore::new(StoreConfig {
+        budget_bytes: budget,
+        max_object_bytes: max,
+        shards,
+    })
+}
+
+mod one_shard {
+    crate::conformance::conformance_suite!(|budget, max| super::store(budget, max, 1));
+}
+
+mod sixteen_shards {
+    crate::conformance::conformance_suite!(|budget, max| super::store(budget, max, 16));
+}
+
+#[test]
+fn accounting_stays_consistent_through_a_mixed_workload() {
+    let s = store(32 * 1024, 8 * 1024, 8);
+    let rt = crate::conformance::runtime();
+    for i in 0..400u32 {
+        let key = format!("/k/{}", i % 97).into_bytes();
+        let secondary: &'static [u8] = if i % 3 == 0 { b"gz" } else { b"" };
+        match s.lookup(&key, secondary_is(secondary)) {
+            Lookup::Hit(obj) if i % 5 == 0 => {
+                let grown = Bytes::from(vec![b'h'; 20 + (i as usize % 300)]);
+                s.update(&key, &obj, grown, i);
+            }
+            Lookup::Hit(_) => {}
+            Lookup::Miss(w) => match i % 11 {
+                0 => w.release(),
+                1 => drop(w),
+                2 => {
+                    let mut b = w.publish_head(
+                        Bytes::from_static(b"h"),
+                        i,
+                        Bytes::new(),
+                        BodyLength::Known(99),
+                    );
+                    b.append(Bytes::from_static(b"short"));
+                    assert!(b.finish().is_err());
+                }
+                _ => {
+                    let body = pattern(50 + (i as usize * 37) % 6000, 1);
+                    write_body(w, "m", i, secondary, &body, 700);
+                }
+            },
+            Lookup::Pending(mut r) => {
+                drop(rt.block_on(r.head()));
+            }
+        }
+        if i % 13 == 0 {
+            s.purge(&key);
+        }
+        if i % 17 == 0 {
+            s.remove_variant(&key, b"gz");
+        }
+        s.assert_consistent(true);
+    }
+    let stats = s.stats();
+    assert!(
+        stats.evictions > 0
+            && stats.removals > 0
+            && stats.aborted_fills > 0
+            && stats.released_fills > 0
+    );
+}
+
+#[test]
+fn big_object_makes_room_in_other_shards() {
+    // 16 shards of a 20 KiB budget: a shard's share is 1.25 KiB, far less than the 12 KiB
+    // object, which must still fit by evicting from the other shards.
+    let s = store(20 * 1024, 14 * 1024, 16);
+    for i in 0..40 {
+        expect_stored(store_object(
+            &s,
+            format!("/small/{i}").as_bytes(),
+            b"",
+            &pattern(200, 0),
+            0,
+        ));
+    }
+    let before = s.stats();
+    assert!(
+        before.bytes > 10 * 1024,
+        "store is mostly full: {}",
+        before.bytes
+    );
+    let big = expect_stored(store_object(&s, b"/big", b"", &pattern(12 * 1024, 2), 0));
+    assert!(Arc::ptr_eq(&big, &expect_hit(s.lookup(b"/big", any))));
+    s.assert_consistent(true);
+    assert!(s.stats().evictions > 0);
+}
+
+#[test]
+fn update_reaccounts_growth_and_shrink() {
+    let s = store(1 << 20, 1 << 16, 4);
+    let old = expect_stored(store_object(&s, b"/u", b"", b"body", 1));
+    let base = s.stats().bytes;
+    let grown = s
+        .update(
+            b"/u",
+            &old,
+            Bytes::from(vec![b'x'; old.head().len() + 100]),
+            2,
+        )
+        .unwrap();
+    assert_eq!(s.stats().bytes, base + 100);
+    let shrunk = s
+        .update(
+            b"/u",
+            &grown,
+            Bytes::from(vec![b'x'; old.head().len() - 5]),
+            3,
+        )
+        .unwrap();
+    assert_eq!(s.stats().bytes, base - 5);
+    assert_eq!(body_of(&shrunk), b"body");
+    s.assert_consistent(true);
+}
+
+#[test]
+fn update_beyond_max_object_size_removes_the_object() {
+    let s = store(1 << 20, 2048, 1);
+    let old = expect_stored(store_object(&s, b"/u", b"", b"body", 1));
+    assert!(s
+        .update(b"/u", &old, Bytes::from(vec![b'x'; 4096]), 2)
+        .is_none());
+    assert!(s.lookup_no_fill(b"/u", any).is_none());
+    assert_eq!(s.stats().bytes, 0);
+}
+
+#[test]
+fn update_growth_that_evicts_itself_returns_none_and_balances() {
+    // Budget of exactly one object: growing it cannot be made room for.
+    let s = store(1 << 20, 1 << 20, 1);
+    let probe = expect_stored(store_object(&s, b"/p", b"", &pattern(1000, 0), 0));
+    let size = s.stats().bytes;
+    drop(probe);
+    let s = store(size, size, 1);
+    let old = expect_stored(store_object(&s, b"/p", b"", &pattern(1000, 0), 0));
+    let bigger = Bytes::from(vec![b'x'; old.head().len() + 10]);
+    assert!(s.update(b"/p", &old, bigger, 1).is_none());
+    s.assert_consistent(true);
+}
+
+#[test]
+fn fills_never_stay_registered() {
+    let s = store(1 << 20, 4096, 4);
+    let rt = crate::conformance::runtime();
+    // Too big with a reader attached, then finished.
+    let w = expect_miss(s.lookup(b"/big", any));
+    let mut r = expect_pending(s.lookup(b"/big", any));
+    let mut b = w.publish_head(
+        Bytes::from_static(b"h"),
+        0,
+        Bytes::new(),
+        BodyLength::Unknown,
+    );
+    b.append(Bytes::from(vec![0; 8192]));
+    assert!(matches!(b.finish(), Ok(FinishOutcome::NotStored(_))));
+    assert_eq!(
+        rt.block_on(crate::conformance::read_all(&mut r)).0.len(),
+        8192
+    );
+    // Released, aborted, purged.
+    expect_miss(s.lookup(b"/a", any)).release();
+    drop(expect_miss(s.lookup(b"/b", any)));
+    let w = expect_miss(s.lookup(b"/c", any));
+    s.purge(b"/c");
+    assert!(matches!(
+        write_body(w, "c", 0, b"", b"c", 1),
+        FinishOutcome::NotStored(_)
+    ));
+    s.assert_consistent(true);
+    let stats = s.stats();
+    assert_eq!(
+        (
+            stats.rejected_too_big,
+            stats.released_fills,
+            stats.aborted_fills
+        ),
+        (1, 1, 1)
+    );
+}
+
+#[test]
+fn replaced_variant_counts_as_removal_not_eviction() {
+    let s = store(1 << 20, 1 << 16, 2);
+    expect_stored(store_object(&s, b"/r", b"", b"one", 1));
+    let w = expect_miss(s.refresh(b"/r", any));
+    expect_stored(write_body(w, "two", 2, b"", b"two", 3));
+    let stats = s.stats();
+    assert_eq!(
+        (
+            stats.objects,
+            stats.removals,
+            stats.evictions,
+            stats.insertions
+        ),
+        (1, 1, 0, 2)
+    );
+    s.assert_consistent(true);
+}
+
+#[test]
+fn store_is_usable_as_a_trait_object() {
+    let s: Arc<dyn crate::Store<Meta>> = Arc::new(store(1 << 20, 1 << 16, 2));
+    let w = match s.lookup(b"/t", &any) {
+        Lookup::Miss(w) => w,
+        other => panic!("{other:?}"),
+    };
+    expect_stored(write_body(w, "t", 0, b"", b"dyn", 3));
+    assert_eq!(body_of(&s.lookup_no_fill(b"/t", &any).unwrap()), b"dyn");
+}

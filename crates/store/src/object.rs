@@ -1,0 +1,193 @@
+//! The stored object: a complete, immutable response ready to be written to a client.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// Fixed per-object bookkeeping estimate charged against the byte budget on top of the
+/// payload: the `Arc<Object>` allocation, the slot in the eviction queues, the index entry
+/// and the keys' `Bytes` handles. It is an estimate, chosen so that a flood of tiny objects
+/// cannot hold far more real memory than the budget says.
+pub const OBJECT_OVERHEAD_BYTES: u64 = 256;
+
+/// Per-chunk estimate (one `Bytes` handle plus its share of the chunk list).
+pub const CHUNK_OVERHEAD_BYTES: u64 = 32;
+
+/// A complete cached response.
+///
+/// Immutable once built: a hit hands out an `Arc<Object<M>>`, so serving it is a
+/// reference-count increment and a vectored write of [`Object::head`] followed by the
+/// [`Object::body`] chunks, with no copy. Revalidation (RFC 9111 §4.3.4, a 304 updating the
+/// stored headers) does not mutate an object: the store swaps in a new `Object` that shares
+/// the same body chunks (see `update`).
+#[derive(Debug)]
+pub struct Object<M> {
+    head: Bytes,
+    body: Arc<[Bytes]>,
+    body_len: u64,
+    meta: M,
+    secondary: Bytes,
+}
+
+impl<M> Object<M> {
+    pub(crate) fn new(
+        head: Bytes,
+        body: Arc<[Bytes]>,
+        body_len: u64,
+        meta: M,
+        secondary: Bytes,
+    ) -> Self {
+        Object {
+            head,
+            body,
+            body_len,
+            meta,
+            secondary,
+        }
+    }
+
+    /// The pre-serialised response head (status line and header fields, ending with the
+    /// empty line) minus the per-hit fields such as `Age` that the proxy adds when serving.
+    #[inline]
+    pub fn head(&self) -> &Bytes {
+        &self.head
+    }
+
+    /// The body as the chunks it arrived in; slices of the origin's read buffers, never
+    /// re-copied. Empty for a provisional object (the head of a fill still in progress).
+    #[inline]
+    pub fn body(&self) -> &[Bytes] {
+        &self.body
+    }
+
+    /// Total body length in bytes (the sum of the chunk lengths for a complete object).
+    #[inline]
+    pub fn body_len(&self) -> u64 {
+        self.body_len
+    }
+
+    /// The caller's metadata (freshness times, validators, Vary field names...).
+    #[inline]
+    pub fn meta(&self) -> &M {
+        &self.meta
+    }
+
+    /// The secondary cache key (RFC 9111 §4.1: the request header values named by the
+    /// response's Vary); empty when the response had no Vary.
+    #[inline]
+    pub fn secondary(&self) -> &Bytes {
+        &self.secondary
+    }
+
+    /// A copy of this object with a new head and metadata sharing the same body chunks:
+    /// what a 304 response produces (RFC 9111 §4.3.4).
+    pub(crate) fn with_head(&self, head: Bytes, meta: M) -> Self {
+        Object {
+            head,
+            body: Arc::clone(&self.body),
+            body_len: self.body_len,
+            meta,
+            secondary: self.secondary.clone(),
+        }
+    }
+
+    /// Bytes charged against the store's budget for this object under `primary`.
+    pub(crate) fn accounted_size(&self, primary_len: usize) -> u64 {
+        accounted_size(
+            self.head.len(),
+            self.body_len,
+            self.body.len(),
+            primary_len + self.secondary.len(),
+        )
+    }
+}
+
+/// Budget charge of an object: payload, keys, and the fixed overhead estimates.
+/// Used both for complete objects and, incrementally, for fills in progress so that the
+/// "too big" decision during a fill agrees with the one made at commit.
+pub(crate) fn accounted_size(
+    head_len: usize,
+    body_len: u64,
+    chunks: usize,
+    keys_len: usize,
+) -> u64 {
+    OBJECT_OVERHEAD_BYTES
+        .saturating_add(head_len as u64)
+        .saturating_add(keys_len as u64)
+        .saturating_add(body_len)
+        .saturating_add(CHUNK_OVERHEAD_BYTES.saturating_mul(chunks as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(
+        head: &'static [u8],
+        chunks: &[&'static [u8]],
+        secondary: &'static [u8],
+    ) -> Object<u8> {
+        let body: Arc<[Bytes]> = chunks.iter().map(|c| Bytes::from_static(c)).collect();
+        let len = chunks.iter().map(|c| c.len() as u64).sum();
+        Object::new(
+            Bytes::from_static(head),
+            body,
+            len,
+            7,
+            Bytes::from_static(secondary),
+        )
+    }
+
+    /// (head, body chunks, secondary key, primary key length, expected accounted size)
+    type SizeCase = (
+        &'static [u8],
+        &'static [&'static [u8]],
+        &'static [u8],
+        usize,
+        u64,
+    );
+
+    #[test]
+    fn accounted_size_counts_every_part() {
+        let cases: &[SizeCase] = &[
+            (b"", &[], b"", 0, OBJECT_OVERHEAD_BYTES),
+            (
+                b"HTTP/1.1 200 OK\r\n\r\n",
+                &[],
+                b"",
+                4,
+                OBJECT_OVERHEAD_BYTES + 19 + 4,
+            ),
+            (
+                b"h",
+                &[b"abc", b"de"],
+                b"gzip",
+                10,
+                OBJECT_OVERHEAD_BYTES + 1 + 5 + 4 + 10 + 2 * CHUNK_OVERHEAD_BYTES,
+            ),
+        ];
+        for (head, chunks, secondary, primary_len, expected) in cases {
+            let o = object(head, chunks, secondary);
+            assert_eq!(o.accounted_size(*primary_len), *expected, "head {head:?}");
+        }
+    }
+
+    #[test]
+    fn with_head_shares_body_and_keeps_secondary() {
+        let o = object(b"old", &[b"body"], b"en");
+        let n = o.with_head(Bytes::from_static(b"new"), 9);
+        assert_eq!(n.head().as_ref(), b"new");
+        assert_eq!(*n.meta(), 9);
+        assert_eq!(n.secondary().as_ref(), b"en");
+        assert_eq!(n.body_len(), 4);
+        assert!(
+            Arc::ptr_eq(&o.body, &n.body),
+            "body chunks must be shared, not copied"
+        );
+    }
+
+    #[test]
+    fn accounted_size_saturates_instead_of_overflowing() {
+        assert_eq!(accounted_size(1, u64::MAX, 3, 1), u64::MAX);
+    }
+}

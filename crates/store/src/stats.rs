@@ -1,0 +1,95 @@
+//! Store counters: relaxed atomics kept per shard (so a hit bumps a counter on the cache
+//! line its shard lock already owns) and summed into a [`StoreStats`] snapshot on demand.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A point-in-time snapshot of the store's counters.
+///
+/// Counters are summed shard by shard without a global lock, so under concurrent traffic
+/// the fields are individually exact but not taken at one single instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Lookups answered with a stored object.
+    pub hits: u64,
+    /// Lookups that found nothing and started a fill (the caller fetches from the origin).
+    pub misses: u64,
+    /// Lookups that found nothing stored but joined a fill already in progress.
+    pub collapsed: u64,
+    /// Objects committed into the store.
+    pub insertions: u64,
+    /// Objects evicted to stay within the byte budget.
+    pub evictions: u64,
+    /// Objects removed by `purge`, `remove_variant` or replacement by a newer fill.
+    pub removals: u64,
+    /// Fills not committed because the object exceeded the maximum object size.
+    pub rejected_too_big: u64,
+    /// Fills that ended in an abort (origin failure, length mismatch, dropped writer).
+    pub aborted_fills: u64,
+    /// Fills whose writer declared the response not shareable (waiters released).
+    pub released_fills: u64,
+    /// Bytes currently accounted against the budget.
+    pub bytes: u64,
+    /// Objects (variants) currently stored.
+    pub objects: u64,
+    /// The configured byte budget.
+    pub budget_bytes: u64,
+}
+
+/// One shard's counters.
+#[derive(Debug, Default)]
+pub(crate) struct ShardCounters {
+    pub(crate) hits: AtomicU64,
+    pub(crate) misses: AtomicU64,
+    pub(crate) collapsed: AtomicU64,
+    pub(crate) insertions: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+    pub(crate) removals: AtomicU64,
+    pub(crate) rejected_too_big: AtomicU64,
+    pub(crate) aborted_fills: AtomicU64,
+    pub(crate) released_fills: AtomicU64,
+}
+
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}
+
+impl ShardCounters {
+    /// Adds this shard's counters into `into`.
+    pub(crate) fn add_to(&self, into: &mut StoreStats) {
+        into.hits += self.hits.load(Relaxed);
+        into.misses += self.misses.load(Relaxed);
+        into.collapsed += self.collapsed.load(Relaxed);
+        into.insertions += self.insertions.load(Relaxed);
+        into.evictions += self.evictions.load(Relaxed);
+        into.removals += self.removals.load(Relaxed);
+        into.rejected_too_big += self.rejected_too_big.load(Relaxed);
+        into.aborted_fills += self.aborted_fills.load(Relaxed);
+        into.released_fills += self.released_fills.load(Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_sum_into_the_snapshot() {
+        let a = ShardCounters::default();
+        let b = ShardCounters::default();
+        bump(&a.hits);
+        bump(&a.hits);
+        bump(&b.hits);
+        bump(&b.misses);
+        bump(&a.evictions);
+        bump(&b.released_fills);
+        let mut s = StoreStats::default();
+        a.add_to(&mut s);
+        b.add_to(&mut s);
+        assert_eq!(s.hits, 3);
+        assert_eq!(s.misses, 1);
+        assert_eq!(s.evictions, 1);
+        assert_eq!(s.released_fills, 1);
+        assert_eq!(s.insertions, 0);
+    }
+}
