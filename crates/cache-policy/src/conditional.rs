@@ -67,16 +67,21 @@ pub enum ConditionalForwarding {
 
 /// Decides [`ConditionalForwarding`] for a forwarded request.
 ///
-/// `revalidating` is the stored response being revalidated, if any;
-/// `will_store` says whether the response is meant to fill the cache.
+/// `revalidating` is the stored response being revalidated, if any: its own
+/// validators replace the client's, or, without validators, the client's are
+/// stripped anyway, because a 304 answering the client's conditionals says
+/// nothing about the stored response and must not freshen it. Without a
+/// stored response, `will_store` says whether the response is meant to fill
+/// the cache.
 pub fn conditional_forwarding(
     revalidating: Option<&StoredMeta>,
     will_store: bool,
 ) -> ConditionalForwarding {
     match revalidating {
         Some(stored) if !validators(stored).is_empty() => ConditionalForwarding::Replace,
-        Some(_) | None if will_store => ConditionalForwarding::Strip,
-        _ => ConditionalForwarding::PassThrough,
+        Some(_) => ConditionalForwarding::Strip,
+        None if will_store => ConditionalForwarding::Strip,
+        None => ConditionalForwarding::PassThrough,
     }
 }
 
@@ -93,10 +98,12 @@ pub enum ConditionalOutcome {
     PreconditionFailed,
 }
 
-/// Fields a 304 generated from cache carries from the stored response: the
-/// ones RFC 9110 §15.4.5 requires when they would be in a 200, plus
-/// `Last-Modified` to guide cache updates downstream.
-pub const NOT_MODIFIED_FIELDS: [&str; 7] = [
+/// Fields a 304 generated from cache carries: the ones RFC 9110 §15.4.5
+/// requires when they would be in a 200, `Last-Modified` to guide cache
+/// updates downstream, and the generated `Age` (RFC 9111 §4: a response
+/// built from a stored one without validation carries `Age`).
+pub const NOT_MODIFIED_FIELDS: [&str; 8] = [
+    "age",
     "cache-control",
     "content-location",
     "date",
@@ -210,7 +217,7 @@ mod tests {
             (Some(&with_etag), true, ConditionalForwarding::Replace),
             (Some(&with_etag), false, ConditionalForwarding::Replace),
             (Some(&without), true, ConditionalForwarding::Strip),
-            (Some(&without), false, ConditionalForwarding::PassThrough),
+            (Some(&without), false, ConditionalForwarding::Strip),
             (None, true, ConditionalForwarding::Strip),
             (None, false, ConditionalForwarding::PassThrough),
         ];

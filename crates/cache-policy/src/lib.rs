@@ -63,8 +63,8 @@ pub use freshness::{explicit_lifetime, freshness_lifetime, heuristic_allowed, Fr
 pub use invalidation::{invalidations, is_safe_method, Invalidations};
 pub use key::{key_origin, primary_key};
 pub use range::{
-    parse_range, parse_range_value, range_for_stored, resolve_range, write_content_range,
-    ByteRange, RangeOutcome, RangeRequest,
+    parse_content_range, parse_range, parse_range_value, range_for_stored, resolve_range,
+    write_content_range, ByteRange, ContentRange, RangeOutcome, RangeRequest,
 };
 pub use status::{is_final, is_heuristically_cacheable, is_understood};
 pub use storability::{is_storable, storable_post_response, NotStorableReason, Storability};

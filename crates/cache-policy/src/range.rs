@@ -186,6 +186,45 @@ pub fn write_content_range(outcome: RangeOutcome, length: u64, out: &mut Vec<u8>
     }
 }
 
+/// A `Content-Range` of a 206 response (RFC 9110 §14.4): for a cache that
+/// wants to keep or combine partial content (§3.3 of RFC 9111).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentRange {
+    /// First byte offset.
+    pub first: u64,
+    /// Last byte offset, inclusive.
+    pub last: u64,
+    /// Complete length, `None` when sent as `*`.
+    pub complete_length: Option<u64>,
+}
+
+/// Parses `bytes first-last/complete-length` (or `/*`). The unsatisfied
+/// form `bytes */length` and invalid ranges (last before first, last beyond
+/// the complete length) are `None`.
+pub fn parse_content_range(value: &[u8]) -> Option<ContentRange> {
+    let value = trim_ows(value);
+    let space = memchr::memchr(b' ', value)?;
+    if !value[..space].eq_ignore_ascii_case(b"bytes") {
+        return None;
+    }
+    let spec = trim_ows(&value[space + 1..]);
+    let slash = memchr::memchr(b'/', spec)?;
+    let (range, length) = (&spec[..slash], &spec[slash + 1..]);
+    let dash = memchr::memchr(b'-', range)?;
+    let first = parse_u64(&range[..dash])?;
+    let last = parse_u64(&range[dash + 1..])?;
+    let complete_length = match length {
+        b"*" => None,
+        digits => Some(parse_u64(digits)?),
+    };
+    let valid = first <= last && complete_length.is_none_or(|len| last < len);
+    valid.then_some(ContentRange {
+        first,
+        last,
+        complete_length,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +388,32 @@ mod tests {
             let got =
                 range_for_stored(method.as_bytes(), &FieldList::from_pairs(request), meta, 11);
             assert_eq!(got, *expected, "{method} {request:?}");
+        }
+    }
+
+    #[test]
+    fn content_range_parsing() {
+        let range = |first, last, complete_length| {
+            Some(ContentRange {
+                first,
+                last,
+                complete_length,
+            })
+        };
+        let cases: &[(&str, Option<ContentRange>)] = &[
+            ("bytes 4-9/10", range(4, 9, Some(10))),
+            ("bytes 0-4/*", range(0, 4, None)),
+            ("Bytes 0-0/1", range(0, 0, Some(1))),
+            ("bytes */10", None),
+            ("bytes 5-4/10", None),
+            ("bytes 4-10/10", None),
+            ("bytes 4-9", None),
+            ("items 4-9/10", None),
+            ("bytes a-9/10", None),
+            ("", None),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(parse_content_range(value.as_bytes()), *expected, "{value}");
         }
     }
 

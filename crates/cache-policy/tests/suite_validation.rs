@@ -310,6 +310,12 @@ fn conditional_requests_from_clients() {
         ];
         let got = cache().check(name, &steps);
         assert_eq!(got[1].status, *status, "{name}");
+        if *status == 304 {
+            assert!(
+                got[1].header("Age").is_some(),
+                "{name}: a 304 from cache carries Age"
+            );
+        }
         if *status == 304 && response.iter().any(|(n, _)| *n == "ETag") {
             assert_eq!(
                 got[1].header("ETag").as_deref(),
