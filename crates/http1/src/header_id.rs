@@ -49,82 +49,65 @@ pub enum HeaderId {
     AcceptRanges,
 }
 
-/// Candidate names per length; the first byte check makes most misses cost one comparison.
-fn pick(name: &[u8], candidates: &[(&'static [u8], HeaderId)]) -> HeaderId {
-    let first = name[0].to_ascii_lowercase();
-    for (known, id) in candidates {
-        if known[0] == first && name.eq_ignore_ascii_case(known) {
-            return *id;
-        }
-    }
-    HeaderId::Other
-}
+/// Longest known name ("proxy-authorization", "if-unmodified-since").
+const LONGEST_KNOWN: usize = 19;
 
 impl HeaderId {
-    /// Classifies a field name, ASCII case-insensitively. Dispatches on the length first so an
-    /// unknown name is usually rejected without touching its bytes.
+    /// Classifies a field name, ASCII case-insensitively. Names longer than any known one are
+    /// rejected on their length; others are lower-cased into a stack buffer and matched, which
+    /// the compiler turns into a switch on the length and a few word compares (measured with
+    /// callgrind: half the instructions of comparing candidates with `eq_ignore_ascii_case`).
     pub fn from_name(name: &[u8]) -> HeaderId {
         use HeaderId::*;
-        // Candidate spellings are lower-case: `pick` lower-cases only the first byte of `name`.
-        let candidates: &[(&'static [u8], HeaderId)] = match name.len() {
-            2 => &[(b"te", Te)],
-            3 => &[(b"age", Age), (b"via", Via)],
-            4 => &[
-                (b"host", Host),
-                (b"date", Date),
-                (b"etag", ETag),
-                (b"vary", Vary),
-            ],
-            5 => &[(b"range", Range)],
-            6 => &[
-                (b"pragma", Pragma),
-                (b"expect", Expect),
-                (b"server", Server),
-            ],
-            7 => &[
-                (b"trailer", Trailer),
-                (b"upgrade", Upgrade),
-                (b"expires", Expires),
-                (b"referer", Referer),
-            ],
-            8 => &[
-                (b"if-match", IfMatch),
-                (b"if-range", IfRange),
-                (b"location", Location),
-            ],
-            9 => &[(b"forwarded", Forwarded)],
-            10 => &[
-                (b"connection", Connection),
-                (b"keep-alive", KeepAlive),
-                (b"user-agent", UserAgent),
-            ],
-            12 => &[(b"content-type", ContentType)],
-            13 => &[
-                (b"cache-control", CacheControl),
-                (b"if-none-match", IfNoneMatch),
-                (b"last-modified", LastModified),
-                (b"authorization", Authorization),
-                (b"content-range", ContentRange),
-                (b"accept-ranges", AcceptRanges),
-            ],
-            14 => &[(b"content-length", ContentLength)],
-            15 => &[(b"x-forwarded-for", XForwardedFor)],
-            16 => &[
-                (b"proxy-connection", ProxyConnection),
-                (b"content-location", ContentLocation),
-            ],
-            17 => &[
-                (b"transfer-encoding", TransferEncoding),
-                (b"if-modified-since", IfModifiedSince),
-            ],
-            18 => &[(b"proxy-authenticate", ProxyAuthenticate)],
-            19 => &[
-                (b"proxy-authorization", ProxyAuthorization),
-                (b"if-unmodified-since", IfUnmodifiedSince),
-            ],
-            _ => return Other,
-        };
-        pick(name, candidates)
+        if name.len() > LONGEST_KNOWN {
+            return Other;
+        }
+        // Lower-casing the whole fixed-size buffer (not just `name.len()` bytes) lets the
+        // compiler do it in a couple of SIMD instructions.
+        let mut lower = [0u8; 32];
+        lower[..name.len()].copy_from_slice(name);
+        lower.make_ascii_lowercase();
+        match &lower[..name.len()] {
+            b"te" => Te,
+            b"age" => Age,
+            b"via" => Via,
+            b"host" => Host,
+            b"date" => Date,
+            b"etag" => ETag,
+            b"vary" => Vary,
+            b"range" => Range,
+            b"pragma" => Pragma,
+            b"expect" => Expect,
+            b"server" => Server,
+            b"trailer" => Trailer,
+            b"upgrade" => Upgrade,
+            b"expires" => Expires,
+            b"referer" => Referer,
+            b"if-match" => IfMatch,
+            b"if-range" => IfRange,
+            b"location" => Location,
+            b"forwarded" => Forwarded,
+            b"connection" => Connection,
+            b"keep-alive" => KeepAlive,
+            b"user-agent" => UserAgent,
+            b"content-type" => ContentType,
+            b"cache-control" => CacheControl,
+            b"if-none-match" => IfNoneMatch,
+            b"last-modified" => LastModified,
+            b"authorization" => Authorization,
+            b"content-range" => ContentRange,
+            b"accept-ranges" => AcceptRanges,
+            b"content-length" => ContentLength,
+            b"x-forwarded-for" => XForwardedFor,
+            b"proxy-connection" => ProxyConnection,
+            b"content-location" => ContentLocation,
+            b"transfer-encoding" => TransferEncoding,
+            b"if-modified-since" => IfModifiedSince,
+            b"proxy-authenticate" => ProxyAuthenticate,
+            b"proxy-authorization" => ProxyAuthorization,
+            b"if-unmodified-since" => IfUnmodifiedSince,
+            _ => Other,
+        }
     }
 
     /// The connection-specific fields a proxy must not forward (RFC 9110 §7.6.1): Connection and

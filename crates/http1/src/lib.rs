@@ -9,6 +9,21 @@
 //!   origins, but never with ambiguous framing.
 //! * Bodies: [`LengthDecoder`] and [`ChunkedDecoder`] hand out zero-copy slices.
 //! * Encoding: helpers that append heads to a reused buffer and build chunk framing on the stack.
+//!
+//! Choices where RFC 9112 leaves room, made once here:
+//! * Request-line versions other than HTTP/1.0 and HTTP/1.1 are a 400 (not 505): httparse cannot
+//!   tell "HTTP/2.0" from garbage, and either way the connection is closed.
+//! * `Transfer-Encoding: gzip, chunked` on a request is a 501 (§6.1 "SHOULD respond with 501");
+//!   a final coding other than chunked is a 400 (the length cannot be determined, §6.3 rule 4).
+//!   On a response both are errors (502): the proxy would strip the hop-by-hop Transfer-Encoding
+//!   and could not forward the coded body faithfully.
+//! * Transfer-Encoding in an HTTP/1.0 message is faulty framing (§6.1): an error both ways.
+//! * Requests: obs-fold, whitespace before a colon and an invalid or repeated Host are 400.
+//!   Responses: obs-fold is replaced by spaces (§5.2) and whitespace before a colon is dropped
+//!   (§5.1), since origins in the wild send both; CL with TE means chunked and no reuse (§6.3).
+//! * Bare LF line endings are accepted in heads (§2.2) but not in chunked framing, where every
+//!   line must end in CRLF (those discrepancies are how bodies get smuggled).
+//! * `Limits::max_headers` is capped at [`MAX_HEADERS_CAP`] (the parser's on-stack array).
 
 mod chunked;
 mod encode;

@@ -1,5 +1,27 @@
 //! Finding the end of a head without rescanning: Squid called `headersEnd` twice per request over
-//! the same bytes; here every byte is looked at once, however the head is split across reads.
+//! the same bytes; here no byte is scanned again on a later call, however the head is split across
+//! reads.
+
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
+/// The end of the first empty line in `hay` ("\n\r\n" or "\n\n"), as an offset just past it.
+/// Two SIMD substring searches over the head beat stopping at every LF: callgrind showed a
+/// `memchr` per line costing more than httparse's own pass.
+fn find_terminator(hay: &[u8]) -> Option<usize> {
+    static CRLF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\r\n"));
+    static LF: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\n\n"));
+    let crlf_end = CRLF.find(hay).map(|i| i + 3);
+    // A bare-LF terminator counts only if it ends first; no need to look past the CRLF one.
+    let lf_end = LF
+        .find(&hay[..crlf_end.unwrap_or(hay.len())])
+        .map(|i| i + 2);
+    match (crlf_end, lf_end) {
+        (Some(c), Some(l)) => Some(c.min(l)),
+        (c, l) => c.or(l),
+    }
+}
 
 /// Where the scan stands after the bytes seen so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -22,7 +44,7 @@ enum State {
 /// Finds the end of a head (the first empty line, RFC 9112 §2.1) incrementally. Line endings may
 /// be CRLF or a bare LF (§2.2 allows a recipient to accept LF); bare CRs are left for the parser
 /// to reject. State is carried across calls so a terminator split between two reads is found and
-/// no byte is scanned twice.
+/// no byte is searched again on a later call.
 #[derive(Clone, Debug, Default)]
 pub struct HeadScanner {
     /// Next byte of the buffer to examine.
@@ -65,16 +87,24 @@ impl HeadScanner {
                         self.state = State::InLine;
                     }
                 }
-                State::InLine => match memchr::memchr(b'\n', &buf[self.pos..]) {
-                    Some(i) => {
-                        self.pos += i + 1;
-                        self.state = State::AfterLf;
-                    }
-                    None => {
+                State::InLine => {
+                    let rest = &buf[self.pos..];
+                    if let Some(end) = find_terminator(rest) {
+                        self.pos += end;
+                        self.state = State::Done;
+                    } else {
+                        // Remember a terminator that may be completed by the next read.
+                        self.state = if rest.ends_with(b"\n") {
+                            State::AfterLf
+                        } else if rest.ends_with(b"\n\r") {
+                            State::AfterLfCr
+                        } else {
+                            State::InLine
+                        };
                         self.pos = buf.len();
                         return None;
                     }
-                },
+                }
                 State::AfterLf => {
                     self.pos += 1;
                     match byte {
