@@ -22,8 +22,9 @@ use toml::Spanned;
 
 pub use error::ConfigError;
 pub use model::{
-    AccessLogConfig, Config, Forward, HeaderPolicy, HostHeader, HostMatch, Limits, Listener,
-    LogFormat, LogTarget, Mode, OriginAddr, Route, Server, Timeouts, XForwardedFor,
+    AccessLogConfig, CacheConfig, Config, Forward, HeaderPolicy, HostHeader, HostMatch, Limits,
+    Listener, LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts,
+    XForwardedFor,
 };
 
 use crate::values::ConfigValue;

@@ -27,6 +27,45 @@ pub struct Config {
     pub routes: Vec<Route>,
     /// `[access_log]`: where and how requests are logged.
     pub access_log: AccessLogConfig,
+    /// `[cache]`: the HTTP cache (RFC 9111) in memory.
+    pub cache: CacheConfig,
+}
+
+/// `[cache]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    /// `enabled`: when false every request is passed through.
+    pub enabled: bool,
+    /// `memory`: byte budget of the memory store.
+    pub memory_bytes: u64,
+    /// `max_object`: larger responses are relayed but never stored.
+    pub max_object_bytes: u64,
+    /// `heuristic_percent`: heuristic freshness as a share of the Last-Modified age (RFC 9111 §4.2.2).
+    pub heuristic_percent: u32,
+    /// `heuristic_max`: cap on a heuristic lifetime.
+    pub heuristic_max: Duration,
+    /// `[[cache.refresh]]`: per-URL heuristic rules, first match wins.
+    pub refresh: Vec<RefreshRule>,
+    /// `purge_allow`: client networks allowed to send PURGE.
+    pub purge_allow: Vec<ipnet::IpNet>,
+}
+
+impl CacheConfig {
+    /// Whether a client at `ip` may PURGE (IPv4-mapped IPv6 checked as IPv4).
+    pub fn purge_allowed(&self, ip: IpAddr) -> bool {
+        let canonical = ip.to_canonical();
+        self.purge_allow.iter().any(|net| net.contains(&canonical))
+    }
+}
+
+/// One `[[cache.refresh]]` rule (Squid's `refresh_pattern`: min, percent, max).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefreshRule {
+    /// Regular expression matched against the cache key (the normalised URL).
+    pub pattern: String,
+    pub min: Duration,
+    pub percent: u32,
+    pub max: Duration,
 }
 
 /// `[server]`.

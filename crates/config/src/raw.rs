@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr, XForwardedFor};
-use crate::values::{ConfigValue, Pseudonym, Timeout};
+use crate::values::{ByteSize, ConfigValue, Pseudonym, Timeout, UrlPattern};
 
 /// A TOML string parsed by `T`'s strict [`ConfigValue`] parser.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,6 +121,49 @@ pub(crate) struct RawFile {
     pub route: Vec<RawRoute>,
     #[serde(deserialize_with = "table")]
     pub access_log: RawAccessLog,
+    #[serde(deserialize_with = "table")]
+    pub cache: RawCache,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RawCache {
+    pub enabled: bool,
+    pub memory: Spanned<Parsed<ByteSize>>,
+    pub max_object: Spanned<Parsed<ByteSize>>,
+    pub heuristic_percent: Bounded<0, 100>,
+    pub heuristic_max: Parsed<Duration>,
+    #[serde(deserialize_with = "tables")]
+    pub refresh: Vec<RawRefresh>,
+    pub purge_allow: Vec<Parsed<ipnet::IpNet>>,
+}
+
+impl Default for RawCache {
+    fn default() -> Self {
+        RawCache {
+            enabled: true,
+            memory: Spanned::new(0..0, Parsed(ByteSize(256 << 20))),
+            max_object: Spanned::new(0..0, Parsed(ByteSize(16 << 20))),
+            heuristic_percent: Bounded(10),
+            heuristic_max: Parsed(Duration::from_secs(86_400)),
+            refresh: Vec::new(),
+            purge_allow: ["127.0.0.0/8", "::1/128"]
+                .iter()
+                .filter_map(|net| net.parse().ok())
+                .map(Parsed)
+                .collect(),
+        }
+    }
+}
+
+/// `[[cache.refresh]]`: a Squid `refresh_pattern`-like heuristic rule.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRefresh {
+    pub pattern: Parsed<UrlPattern>,
+    pub min: Parsed<Duration>,
+    pub percent: Bounded<0, 1000>,
+    pub max: Parsed<Duration>,
 }
 
 #[derive(Deserialize, Debug)]

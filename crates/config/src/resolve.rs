@@ -6,13 +6,15 @@ use std::collections::HashMap;
 
 use crate::error::ConfigError;
 use crate::model::{
-    AccessLogConfig, Config, Forward, HeaderPolicy, Limits, Listener, Mode, Route, Server, Timeouts,
+    AccessLogConfig, CacheConfig, Config, Forward, HeaderPolicy, Limits, Listener, Mode,
+    RefreshRule, Route, Server, Timeouts,
 };
 use crate::raw::RawFile;
 
 /// `file` and `text` only serve to place errors.
 pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, ConfigError> {
     let listeners = resolve_listeners(&raw, file, text)?;
+    let cache = resolve_cache(&raw, file, text)?;
     let routes = resolve_routes(raw.route, file, text)?;
     Ok(Config {
         server: Server {
@@ -52,6 +54,40 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
             target: raw.access_log.path.0,
             format: raw.access_log.format.0,
         },
+        cache,
+    })
+}
+
+fn resolve_cache(raw: &RawFile, file: &str, text: &str) -> Result<CacheConfig, ConfigError> {
+    let c = &raw.cache;
+    let memory_bytes = c.memory.get_ref().0 .0;
+    let max_object_bytes = c.max_object.get_ref().0 .0;
+    if max_object_bytes > memory_bytes {
+        return Err(ConfigError::at(
+            file,
+            text,
+            Some(c.max_object.span()),
+            Some("cache.max_object".to_string()),
+            "must not be larger than cache.memory",
+        ));
+    }
+    Ok(CacheConfig {
+        enabled: c.enabled,
+        memory_bytes,
+        max_object_bytes,
+        heuristic_percent: c.heuristic_percent.0 as u32,
+        heuristic_max: c.heuristic_max.0,
+        refresh: c
+            .refresh
+            .iter()
+            .map(|r| RefreshRule {
+                pattern: r.pattern.0 .0.clone(),
+                min: r.min.0,
+                percent: r.percent.0 as u32,
+                max: r.max.0,
+            })
+            .collect(),
+        purge_allow: c.purge_allow.iter().map(|net| net.0).collect(),
     })
 }
 

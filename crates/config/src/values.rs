@@ -107,6 +107,7 @@ fn parse_duration(text: &str) -> Option<Duration> {
         "s" => Some(Duration::from_secs(amount)),
         "m" => amount.checked_mul(60).map(Duration::from_secs),
         "h" => amount.checked_mul(3600).map(Duration::from_secs),
+        "d" => amount.checked_mul(86_400).map(Duration::from_secs),
         _ => None,
     }
 }
@@ -344,7 +345,7 @@ mod tests {
             "5 s",
             "5S",
             "5sec",
-            "1d",
+            "1w",
             "5ms5",
             "99999999999999999999s",
             "999999999999999999m",
@@ -503,5 +504,85 @@ mod tests {
             let err = SocketAddr::parse_value(text).unwrap_err();
             assert!(err.starts_with("invalid address"), "{text}: {err}");
         }
+    }
+}
+
+/// A size in bytes: a whole number with a unit, `B`, `KiB`, `MiB` or `GiB` ("256MiB").
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ByteSize(pub u64);
+
+impl ConfigValue for ByteSize {
+    const EXPECTING: &'static str = "a size string such as \"256MiB\"";
+    fn parse_value(text: &str) -> Result<Self, String> {
+        let digits_end = text
+            .bytes()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(digits_end);
+        let scale: u64 = match unit {
+            "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => 0,
+        };
+        digits
+            .parse::<u64>()
+            .ok()
+            .filter(|_| scale > 0)
+            .and_then(|n| n.checked_mul(scale))
+            .map(ByteSize)
+            .ok_or_else(|| {
+                format!(
+                    "invalid size \"{text}\" (expected a whole number and a unit: \
+                     \"512B\", \"64KiB\", \"256MiB\" or \"2GiB\")"
+                )
+            })
+    }
+}
+
+/// A URL regular expression, compiled once here so a bad pattern is a configuration error.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UrlPattern(pub String);
+
+impl ConfigValue for UrlPattern {
+    const EXPECTING: &'static str = "a regular expression string";
+    fn parse_value(text: &str) -> Result<Self, String> {
+        regex::Regex::new(text)
+            .map(|_| UrlPattern(text.to_owned()))
+            .map_err(|e| format!("invalid regular expression: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod cache_value_tests {
+    use super::*;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(ByteSize::parse_value("256MiB"), Ok(ByteSize(256 << 20)));
+        assert_eq!(ByteSize::parse_value("512B"), Ok(ByteSize(512)));
+        assert_eq!(ByteSize::parse_value("2GiB"), Ok(ByteSize(2 << 30)));
+        for bad in [
+            "",
+            "256",
+            "256MB",
+            "MiB",
+            "1.5MiB",
+            "-1KiB",
+            "99999999999999GiB",
+        ] {
+            assert!(ByteSize::parse_value(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn day_durations_and_patterns() {
+        assert_eq!(
+            Duration::parse_value("3d"),
+            Ok(Duration::from_secs(3 * 86_400))
+        );
+        assert!(UrlPattern::parse_value(r"\.(jpg|png)$").is_ok());
+        assert!(UrlPattern::parse_value("(unclosed").is_err());
     }
 }

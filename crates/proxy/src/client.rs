@@ -16,8 +16,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cache;
 use crate::errors::error_response;
-use crate::exchange::{forward, Origins, Outcome, Upstream};
+use crate::exchange::{Origins, Outcome, Upstream};
 use crate::heads::ClientInfo;
 use crate::io::{read_more, write_parts_within};
 use crate::shared::Shared;
@@ -38,6 +39,8 @@ pub struct ClientSide {
     pub head_buf: BytesMut,
     /// The origin's response head, reused across requests.
     pub resp: ResponseHead,
+    /// The cache key of the current request, built in a reused buffer.
+    pub key: Vec<u8>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -72,6 +75,7 @@ pub async fn serve(
         buf: BytesMut::new(),
         head_buf: BytesMut::with_capacity(1024),
         resp: ResponseHead::default(),
+        key: Vec::new(),
         shutdown,
     };
     let mut decoder = RequestDecoder::new(shared.limits);
@@ -88,7 +92,7 @@ pub async fn serve(
             HeadRead::Request => dispatch(&shared, &mut cs, &req, mode, allowed).await,
         };
         let mut outcome = outcome;
-        if let Some((status, detail)) = outcome.error {
+        if let Some((status, detail)) = outcome.local {
             let answer = error_response(status, detail, !outcome.keep_client, shared.via());
             outcome.bytes_sent = answer.len() as u64;
             if write_parts_within(
@@ -110,7 +114,7 @@ pub async fn serve(
 }
 
 /// An error Sepia answers itself before any origin is involved.
-fn local_error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
+pub(crate) fn local_error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
     Outcome {
         status,
         bytes_sent: 0,
@@ -122,7 +126,7 @@ fn local_error(status: u16, detail: &'static str, keep_client: bool) -> Outcome 
         },
         peer: None,
         content_type: None,
-        error: Some((status, detail)),
+        local: Some((status, detail)),
     }
 }
 
@@ -231,7 +235,7 @@ async fn dispatch(
                 host: &target.authority,
                 origins: Origins::Addrs(&addrs),
             };
-            forward(shared, cs, req, up).await
+            cache::handle(shared, cs, req, up, &target.authority, &target.origin_form).await
         }
         Mode::Reverse => {
             let (host_value, origin_form): (Bytes, Bytes) = match absolute {
@@ -260,7 +264,7 @@ async fn dispatch(
                 host,
                 origins: Origins::Route(state),
             };
-            forward(shared, cs, req, up).await
+            cache::handle(shared, cs, req, up, &host_value, &origin_form).await
         }
     }
 }

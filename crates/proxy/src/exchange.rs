@@ -9,17 +9,19 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::{Bytes, BytesMut};
-use sepia_http1::{BodyFraming, HeaderId, Method, RequestHead, ResponseDecoder, Version};
+use sepia_http1::{
+    BodyFraming, HeaderId, Method, RequestHead, ResponseDecoder, ResponseHead, Version,
+};
 use sepia_observe::ResultCode;
 use tokio::io::AsyncReadExt;
 use tokio::time::Instant;
 
 use crate::client::ClientSide;
 use crate::errors::CONTINUE_100;
-use crate::heads;
+use crate::heads::{self, Conditionals};
 use crate::io::{read_more, write_parts_within};
 use crate::pool::OriginConn;
-use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError};
+use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError, Tee};
 use crate::shared::{RouteState, Shared};
 
 /// Room for an origin's response head (and the start of its body) in one read.
@@ -49,12 +51,12 @@ pub struct Outcome {
     pub result: ResultCode,
     pub peer: Option<IpAddr>,
     pub content_type: Option<Bytes>,
-    /// A response Sepia generated itself (an error), to be written by the caller.
-    pub error: Option<(u16, &'static str)>,
+    /// A response Sepia generates itself (an error, or a PURGE answer), written by the caller.
+    pub local: Option<(u16, &'static str)>,
 }
 
 impl Outcome {
-    fn error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
+    pub fn error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
         Outcome {
             status,
             bytes_sent: 0,
@@ -62,7 +64,7 @@ impl Outcome {
             result: ResultCode::TcpMiss,
             peer: None,
             content_type: None,
-            error: Some((status, detail)),
+            local: Some((status, detail)),
         }
     }
 
@@ -74,7 +76,7 @@ impl Outcome {
             result: ResultCode::TcpMissAborted,
             peer: None,
             content_type: None,
-            error: None,
+            local: None,
         }
     }
 }
@@ -93,12 +95,34 @@ enum HeadError {
     ClientGone,
 }
 
+/// Passes a request through to the origin and relays the answer: no cache involved.
 pub async fn forward(
     shared: &Shared,
     cs: &mut ClientSide,
     req: &RequestHead,
     up: Upstream<'_>,
 ) -> Outcome {
+    match fetch(shared, cs, req, &up, &Conditionals::AS_RECEIVED).await {
+        Ok(fetched) => relay_response(shared, cs, req, fetched, None, &[]).await,
+        Err(outcome) => outcome,
+    }
+}
+
+/// An origin connection whose response head is in `cs.resp`, with the bytes read past it.
+pub struct Fetched {
+    pub origin: OriginConn,
+    pub obuf: BytesMut,
+}
+
+/// Sends the request (head edited by `cond`, body streamed from the client) and reads the
+/// final response head into `cs.resp`. `Err` is the outcome to report instead.
+pub async fn fetch(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: &Upstream<'_>,
+    cond: &Conditionals<'_>,
+) -> Result<Fetched, Outcome> {
     let framing = req.body_framing();
     let has_body = !matches!(framing, BodyFraming::Empty | BodyFraming::Length(0));
     // Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent, and
@@ -114,16 +138,16 @@ pub async fn forward(
         &shared.config.headers,
         &shared.via,
         &cs.info,
+        cond,
     );
     // With a body still unread on the client connection, an error answer must close it.
     let keep_on_error = !has_body && req.keep_alive;
+    let unreachable =
+        || Outcome::error(502, "could not connect to the origin server", keep_on_error);
 
-    let mut origin = match obtain(shared, &up.origins).await {
-        Ok(c) => c,
-        Err(_) => {
-            return Outcome::error(502, "could not connect to the origin server", keep_on_error)
-        }
-    };
+    let mut origin = obtain(shared, &up.origins)
+        .await
+        .map_err(|_| unreachable())?;
     let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
     let mut retried = false;
     loop {
@@ -132,59 +156,70 @@ pub async fn forward(
             Ok(()) => {}
             Err(SendError::Origin) if may_retry => {
                 retried = true;
-                origin = match shared.pool.connect(&[origin.addr]).await {
-                    Ok(c) => c,
-                    Err(_) => {
-                        return Outcome::error(
-                            502,
-                            "could not connect to the origin server",
-                            keep_on_error,
-                        )
-                    }
-                };
+                origin = shared
+                    .pool
+                    .connect(&[origin.addr])
+                    .await
+                    .map_err(|_| unreachable())?;
                 continue;
             }
             Err(SendError::Origin) => {
-                return Outcome::error(502, "the origin server closed the connection", false)
+                return Err(Outcome::error(
+                    502,
+                    "the origin server closed the connection",
+                    false,
+                ))
             }
             Err(SendError::ClientFraming) => {
-                return Outcome::error(400, "invalid chunked request body", false)
+                return Err(Outcome::error(400, "invalid chunked request body", false))
             }
-            Err(SendError::ClientGone) => return Outcome::client_gone(),
+            Err(SendError::ClientGone) => return Err(Outcome::client_gone()),
         }
         match read_response_head(shared, cs, req, &mut origin, &mut obuf).await {
-            Ok(()) => break,
+            Ok(()) => return Ok(Fetched { origin, obuf }),
             Err(HeadError::NothingReceived) if may_retry => {
                 retried = true;
                 obuf.clear();
-                origin = match shared.pool.connect(&[origin.addr]).await {
-                    Ok(c) => c,
-                    Err(_) => {
-                        return Outcome::error(
-                            502,
-                            "could not connect to the origin server",
-                            keep_on_error,
-                        )
-                    }
-                };
+                origin = shared
+                    .pool
+                    .connect(&[origin.addr])
+                    .await
+                    .map_err(|_| unreachable())?;
             }
             Err(HeadError::NothingReceived) => {
-                return Outcome::error(
+                return Err(Outcome::error(
                     502,
                     "the origin server closed the connection without answering",
                     false,
-                )
+                ))
             }
             Err(HeadError::Invalid) => {
-                return Outcome::error(502, "the origin server sent an invalid response", false)
+                return Err(Outcome::error(
+                    502,
+                    "the origin server sent an invalid response",
+                    false,
+                ))
             }
             Err(HeadError::TimedOut) => {
-                return Outcome::error(504, "the origin server did not answer in time", false)
+                return Err(Outcome::error(
+                    504,
+                    "the origin server did not answer in time",
+                    false,
+                ))
             }
-            Err(HeadError::ClientGone) => return Outcome::client_gone(),
+            Err(HeadError::ClientGone) => return Err(Outcome::client_gone()),
         }
     }
-    relay_response(shared, cs, req, origin, obuf).await
+}
+
+/// A response the cache consumed instead of relaying (a 304 to a revalidation, an error
+/// answered with a stale copy): the origin connection goes back to the pool only when the
+/// response had no body left to read.
+pub fn settle_unrelayed(shared: &Shared, req: &RequestHead, resp: &ResponseHead, fetched: Fetched) {
+    let framing = resp.body_framing(req.method);
+    if resp.keep_alive && framing == BodyFraming::Empty && fetched.obuf.is_empty() {
+        shared.pool.checkin(fetched.origin);
+    }
 }
 
 /// A connection to the route's next origin (failing over on connect errors) or to the host.
@@ -257,6 +292,7 @@ async fn send_request(
         out,
         prefix,
         limits,
+        None,
     )
     .await
     {
@@ -325,13 +361,17 @@ async fn read_response_head(
     }
 }
 
-async fn relay_response(
+/// Relays the response in `cs.resp` and its body to the client. `tee` sees every body byte
+/// (the cache stores them); `extra` is a block of complete header lines to add.
+pub async fn relay_response(
     shared: &Shared,
     cs: &mut ClientSide,
     req: &RequestHead,
-    origin: OriginConn,
-    mut obuf: BytesMut,
+    fetched: Fetched,
+    tee: Option<Tee<'_>>,
+    extra: &[u8],
 ) -> Outcome {
+    let Fetched { origin, mut obuf } = fetched;
     let t = &shared.config.timeouts;
     let resp = &cs.resp;
     let framing = resp.body_framing(req.method);
@@ -348,6 +388,7 @@ async fn relay_response(
         req.version,
         keep_client,
         shared.via(),
+        extra,
     );
     let mut outcome = Outcome {
         status: resp.status,
@@ -356,7 +397,7 @@ async fn relay_response(
         result: ResultCode::TcpMiss,
         peer: Some(origin.addr.ip()),
         content_type: resp.get(HeaderId::ContentType).cloned(),
-        error: None,
+        local: None,
     };
     let mut origin = origin;
     let done = match BodyIn::new(framing) {
@@ -377,6 +418,7 @@ async fn relay_response(
                 body_out,
                 &cs.head_buf,
                 limits,
+                tee,
             )
             .await
         }

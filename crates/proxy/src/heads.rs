@@ -19,6 +19,39 @@ fn is_hop(h: &Header, has_connection: bool, connection_lists: impl Fn(&[u8]) -> 
     h.id.is_hop_by_hop() || (has_connection && h.id == HeaderId::Other && connection_lists(&h.name))
 }
 
+/// How the client's conditional fields reach the origin. A cache fill strips them (the
+/// cache answers them itself from the stored response, RFC 9111 §4.3.2); a revalidation
+/// replaces them with the stored response's validators (§4.3.1).
+pub struct Conditionals<'a> {
+    pub strip: bool,
+    pub if_none_match: Option<&'a [u8]>,
+    pub if_modified_since: Option<&'a [u8]>,
+}
+
+impl Conditionals<'static> {
+    pub const AS_RECEIVED: Conditionals<'static> = Conditionals {
+        strip: false,
+        if_none_match: None,
+        if_modified_since: None,
+    };
+    pub const STRIP: Conditionals<'static> = Conditionals {
+        strip: true,
+        if_none_match: None,
+        if_modified_since: None,
+    };
+}
+
+fn is_conditional(id: HeaderId) -> bool {
+    matches!(
+        id,
+        HeaderId::IfNoneMatch
+            | HeaderId::IfModifiedSince
+            | HeaderId::IfMatch
+            | HeaderId::IfUnmodifiedSince
+            | HeaderId::IfRange
+    )
+}
+
 /// What the proxy knows about the client, computed once per connection.
 pub struct ClientInfo {
     /// The client's address as text, for X-Forwarded-For.
@@ -46,6 +79,7 @@ impl ClientInfo {
 
 /// The request head for the origin. `target` is the origin-form; `host` the Host value to send.
 /// `framing` is how the body will be sent (the same framing as received, re-encoded).
+#[allow(clippy::too_many_arguments)] // every input of the head is a separate, borrowed piece
 pub fn origin_request(
     out: &mut BytesMut,
     req: &RequestHead,
@@ -54,13 +88,16 @@ pub fn origin_request(
     policy: &HeaderPolicy,
     via: &[u8],
     client: &ClientInfo,
+    cond: &Conditionals<'_>,
 ) {
     put_request_line(out, &req.method_raw, target, Version::Http11);
     put_header(out, b"Host", host);
     let has_connection = req.get(HeaderId::Connection).is_some();
     let mut xff_written = false;
     for h in &req.headers {
-        if is_hop(h, has_connection, |n| req.connection_lists(n)) {
+        if is_hop(h, has_connection, |n| req.connection_lists(n))
+            || (cond.strip && is_conditional(h.id))
+        {
             continue;
         }
         match h.id {
@@ -106,6 +143,12 @@ pub fn origin_request(
     if policy.via {
         put_header(out, b"Via", via);
     }
+    if let Some(etag) = cond.if_none_match {
+        put_header(out, b"If-None-Match", etag);
+    }
+    if let Some(date) = cond.if_modified_since {
+        put_header(out, b"If-Modified-Since", date);
+    }
     match req.body_framing() {
         sepia_http1::BodyFraming::Length(n) => put_header_u64(out, b"Content-Length", n),
         sepia_http1::BodyFraming::Chunked => put_header(out, b"Transfer-Encoding", b"chunked"),
@@ -144,6 +187,7 @@ pub fn client_response(
     client_version: Version,
     keep_alive: bool,
     via: Option<&[u8]>,
+    extra: &[u8],
 ) {
     put_status_line(out, Version::Http11, resp.status, &resp.reason);
     let has_connection = resp.get(HeaderId::Connection).is_some();
@@ -158,6 +202,7 @@ pub fn client_response(
     if let Some(via) = via {
         put_header(out, b"Via", via);
     }
+    out.extend_from_slice(extra);
     match (framing, body_out) {
         (sepia_http1::BodyFraming::Length(n), _) => put_header_u64(out, b"Content-Length", n),
         (sepia_http1::BodyFraming::Empty, _) => {
@@ -222,8 +267,36 @@ mod tests {
             &policy(xff, forwarded),
             b"1.1 sepia",
             &client,
+            &Conditionals::AS_RECEIVED,
         );
         String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn conditionals_are_stripped_or_replaced_by_the_cache() {
+        let req = parse_req(
+            "GET /p HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"client\"\r\n\
+             If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\nIf-Range: x\r\nX-Keep: 1\r\n\r\n",
+        );
+        let client = ClientInfo::new("192.0.2.7".parse().unwrap());
+        let build = |cond: &Conditionals<'_>| {
+            let mut out = BytesMut::new();
+            let p = policy(XForwardedFor::Off, false);
+            origin_request(&mut out, &req, b"/p", b"a", &p, b"1.1 sepia", &client, cond);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        let stripped = build(&Conditionals::STRIP);
+        assert!(!stripped.contains("If-"), "{stripped}");
+        assert!(stripped.contains("X-Keep: 1\r\n"));
+        let revalidating = build(&Conditionals {
+            strip: true,
+            if_none_match: Some(b"\"stored\""),
+            if_modified_since: None,
+        });
+        assert!(revalidating.contains("If-None-Match: \"stored\"\r\n"));
+        assert!(!revalidating.contains("client") && !revalidating.contains("If-Modified-Since"));
+        let passed = build(&Conditionals::AS_RECEIVED);
+        assert!(passed.contains("If-None-Match: \"client\"") && passed.contains("If-Range: x"));
     }
 
     #[test]
@@ -314,6 +387,7 @@ mod tests {
             version,
             keep,
             Some(b"1.1 sepia"),
+            b"Cache-Status: sepia; hit\r\n",
         );
         String::from_utf8(out.to_vec()).unwrap()
     }

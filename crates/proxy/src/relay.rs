@@ -74,6 +74,9 @@ impl std::fmt::Display for RelayError {
     }
 }
 
+/// A sink that sees every piece of body data as it passes (the cache's store writer).
+pub type Tee<'a> = &'a mut (dyn FnMut(&[u8]) + Send);
+
 /// Deadlines for one relay: each read and each write must progress within its limit.
 #[derive(Clone, Copy, Debug)]
 pub struct Deadlines {
@@ -82,7 +85,8 @@ pub struct Deadlines {
 }
 
 /// Relays the whole body. `prefix` (typically the message head) is written together with the
-/// first piece of body. Returns the number of bytes written to `dst`, prefix included.
+/// first piece of body; `tee`, when given, sees every piece of body data as it passes. Returns the number of bytes written to `dst`, prefix included.
+#[allow(clippy::too_many_arguments)] // two endpoints, each with its buffer/framing, plus limits
 pub async fn relay_body<R, W>(
     src: &mut R,
     buf: &mut BytesMut,
@@ -91,6 +95,7 @@ pub async fn relay_body<R, W>(
     out: BodyOut,
     prefix: &[u8],
     limits: Deadlines,
+    mut tee: Option<Tee<'_>>,
 ) -> Result<u64, RelayError>
 where
     R: AsyncRead + Unpin,
@@ -115,6 +120,9 @@ where
         };
         match step {
             Step::Data(data) => {
+                if let Some(tee) = tee.as_mut() {
+                    tee(&data);
+                }
                 sent += write_data(dst, prefix, &data, out, limits.write).await?;
                 prefix = &[];
             }
@@ -209,7 +217,7 @@ mod tests {
         let mut body = BodyIn::new(framing).unwrap();
         let mut dst = Vec::new();
         let r = relay_body(
-            &mut src, &mut buf, &mut body, &mut dst, out, b"HEAD|", LIMITS,
+            &mut src, &mut buf, &mut body, &mut dst, out, b"HEAD|", LIMITS, None,
         )
         .await;
         (r, dst)

@@ -37,7 +37,7 @@ impl Server {
             listeners.push((listener, l.mode));
         }
         Ok(Server {
-            shared: Arc::new(Shared::new(config, log)),
+            shared: Arc::new(Shared::new(config, log)?),
             listeners,
         })
     }

@@ -10,6 +10,7 @@ use sepia_config::{Config, Route};
 use sepia_http1::Limits;
 use sepia_observe::AccessLog;
 
+use crate::cache::Cache;
 use crate::dns::Resolver;
 use crate::pool::Pool;
 
@@ -21,20 +22,29 @@ pub struct Shared {
     pub log: AccessLog,
     /// One entry per `config.routes`, same order.
     pub routes: Vec<RouteState>,
+    /// The HTTP cache; `None` when `cache.enabled = false`.
+    pub cache: Option<Cache>,
     /// The Via value Sepia adds: "1.1 <pseudonym>" (RFC 9110 §7.6.3).
     pub via: Bytes,
 }
 
 impl Shared {
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
-    pub fn new(config: Arc<Config>, log: AccessLog) -> Shared {
+    pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<Shared> {
         let limits = Limits {
             max_head_bytes: config.limits.max_request_head,
             max_headers: config.limits.max_headers,
         };
         let routes = config.routes.iter().map(RouteState::new).collect();
         let via = Bytes::from(format!("1.1 {}", config.headers.via_pseudonym));
-        Shared {
+        let cache = Cache::from_config(&config.cache).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cache configuration: {e}"),
+            )
+        })?;
+        Ok(Shared {
+            cache,
             pool: Pool::start(config.timeouts.origin_idle, config.timeouts.connect),
             resolver: Resolver::from_system(),
             limits,
@@ -42,7 +52,7 @@ impl Shared {
             routes,
             via,
             config,
-        }
+        })
     }
 
     /// The route serving `host` (a Host value without port), as its index and state.

@@ -30,7 +30,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         },
         peer: None,
         content_type: None,
-        error: Some((status, detail)),
+        local: Some((status, detail)),
     };
     // CONNECT's target is authority-form and must name a port (RFC 9112 §3.2.3).
     let Some(auth) = split_authority(&req.target) else {
@@ -60,7 +60,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
     {
         return Outcome {
             keep_client: false,
-            error: None,
+            local: None,
             ..fail(200, "")
         };
     }
@@ -75,7 +75,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         result: ResultCode::TcpTunnel,
         peer: Some(origin.addr.ip()),
         content_type: None,
-        error: None,
+        local: None,
     }
 }
 

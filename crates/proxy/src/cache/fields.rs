@@ -1,0 +1,54 @@
+//! The policy reads header fields through its `Fields` trait; this adapter serves it from a
+//! parsed head's header list. Well-known names are matched by the `HeaderId` the codec
+//! assigned at parse time, so no string compare runs for them.
+
+use sepia_cache_policy::Fields;
+use sepia_http1::{Header, HeaderId};
+
+pub struct HeadFields<'h>(pub &'h [Header]);
+
+impl Fields for HeadFields<'_> {
+    fn lines<'a>(&'a self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        self.0.iter().map(|h| (&h.name[..], &h.value[..]))
+    }
+
+    fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let id = HeaderId::from_name(name);
+        self.0
+            .iter()
+            .filter(move |h| {
+                h.id == id && (id != HeaderId::Other || h.name.eq_ignore_ascii_case(name))
+            })
+            .map(|h| &h.value[..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn header(name: &'static str, value: &'static str) -> Header {
+        Header {
+            id: HeaderId::from_name(name.as_bytes()),
+            name: Bytes::from_static(name.as_bytes()),
+            value: Bytes::from_static(value.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn values_match_known_and_other_names_case_insensitively() {
+        let headers = [
+            header("Cache-Control", "max-age=5"),
+            header("X-Thing", "1"),
+            header("cache-control", "public"),
+            header("x-thing", "2"),
+        ];
+        let f = HeadFields(&headers);
+        let cc: Vec<&[u8]> = f.values(b"cache-control").collect();
+        assert_eq!(cc, [&b"max-age=5"[..], b"public"]);
+        let other: Vec<&[u8]> = f.values(b"X-THING").collect();
+        assert_eq!(other, [&b"1"[..], b"2"]);
+        assert_eq!(f.first(b"etag"), None);
+    }
+}

@@ -1,0 +1,453 @@
+//! The cache's request state machine: key → lookup → hit (serve), stale (revalidate), miss
+//! (fetch, store while relaying), pending (collapse onto another request's fill), plus PURGE
+//! and invalidation by unsafe methods (RFC 9111 §4.4). Follows the wiring in
+//! `crates/cache-policy/NOTES.md`.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use sepia_cache_policy::{
+    evaluate, freshen_headers, invalidations, is_error_status, is_safe_method, is_storable,
+    primary_key, select_for_update, usable_on_error, validators, vary_key, CacheStatus, Decision,
+    Fields, Forward, RequestCacheControl, RevalidateReason, StoredFieldFilter, StoredMeta, VaryKey,
+};
+use sepia_http1::{BodyFraming, HeaderId, Method, RequestHead};
+use sepia_observe::ResultCode;
+use sepia_store::{BodyLength, FillReader, FillWriter, FinishOutcome, Lookup, Object};
+
+use super::serve::{serve_fill, serve_object};
+use super::{stored_head, unix_now, Cache, Entry, HeadFields, Meta};
+use crate::client::{local_error, ClientSide};
+use crate::exchange::{
+    fetch, forward, relay_response, settle_unrelayed, Fetched, Outcome, Upstream,
+};
+use crate::heads::Conditionals;
+use crate::shared::Shared;
+
+/// Name this cache uses in Cache-Status (RFC 9211 §2).
+const CACHE_NAME: &str = "sepia";
+
+/// Handles a request through the cache (or passes it when caching is off). `authority` and
+/// `target` form the cache key (RFC 9111 §2).
+pub async fn handle(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    authority: &[u8],
+    target: &[u8],
+) -> Outcome {
+    let Some(cache) = shared.cache.as_ref() else {
+        return forward(shared, cs, req, up).await;
+    };
+    let mut key = std::mem::take(&mut cs.key);
+    primary_key(b"http", authority, target, &mut key);
+    let outcome = route(shared, cache, cs, req, up, &key).await;
+    cs.key = key;
+    outcome
+}
+
+async fn route(
+    shared: &Shared,
+    cache: &Cache,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    key: &[u8],
+) -> Outcome {
+    if &req.method_raw[..] == b"PURGE" {
+        return purge(cache, cs, req, key);
+    }
+    if !is_safe_method(&req.method_raw) {
+        let outcome = forward(shared, cs, req, up).await;
+        if outcome.local.is_none() && outcome.status != 0 {
+            let resp = HeadFields(&cs.resp.headers);
+            let stale = invalidations(
+                &req.method_raw,
+                outcome.status,
+                key,
+                resp.first(b"location"),
+                resp.first(b"content-location"),
+            );
+            for k in stale.iter() {
+                cache.store.purge(k);
+            }
+        }
+        return outcome;
+    }
+    if !matches!(req.method, Method::Get | Method::Head) {
+        return forward(shared, cs, req, up).await;
+    }
+    let fields = HeadFields(&req.headers);
+    let rcc = RequestCacheControl::parse(&fields);
+    let now = unix_now();
+    let scratch = RefCell::new(Vec::new());
+    let select = |o: &Object<Meta>| {
+        o.meta()
+            .meta
+            .vary_matches(o.secondary(), &fields, &mut scratch.borrow_mut())
+    };
+    // HEAD and Range requests are answered from a stored response but never start a fill:
+    // neither would give the cache a complete body to store.
+    let partial = req.method == Method::Head || req.get(HeaderId::Range).is_some();
+    let lookup = if partial {
+        match cache.store.lookup_no_fill(key, select) {
+            Some(obj) => Lookup::Hit(obj),
+            None if rcc.only_if_cached() => return gateway_timeout(),
+            None => return pass(shared, cs, req, up, Forward::UriMiss).await,
+        }
+    } else {
+        cache.store.lookup(key, select)
+    };
+    match lookup {
+        Lookup::Hit(obj) => match evaluate(&obj.meta().meta, &rcc, now, &cache.policy) {
+            Decision::Fresh(f) | Decision::StaleAllowed(f) | Decision::StaleWhileRevalidate(f) => {
+                let status = status_line(CacheStatus::hit(f.ttl()));
+                serve_object(shared, cs, req, &obj, now, ResultCode::TcpMemHit, &status).await
+            }
+            Decision::GatewayTimeout => gateway_timeout(),
+            Decision::Revalidate { .. } if partial => {
+                pass(shared, cs, req, up, Forward::Stale).await
+            }
+            Decision::Revalidate { reason, .. } => {
+                let fwd = if reason == RevalidateReason::RequestNoCache {
+                    Forward::Request
+                } else {
+                    Forward::Stale
+                };
+                match cache.store.refresh(key, select) {
+                    Lookup::Miss(writer) => {
+                        revalidate(shared, cache, cs, req, up, key, obj, writer, &rcc, fwd).await
+                    }
+                    Lookup::Pending(reader) => collapse(shared, cs, req, up, reader).await,
+                    Lookup::Hit(obj) => {
+                        serve_object(
+                            shared,
+                            cs,
+                            req,
+                            &obj,
+                            now,
+                            ResultCode::TcpMemHit,
+                            b"sepia; hit",
+                        )
+                        .await
+                    }
+                }
+            }
+        },
+        Lookup::Miss(writer) if rcc.only_if_cached() => {
+            writer.release();
+            gateway_timeout()
+        }
+        Lookup::Miss(writer) => {
+            let request_time = unix_now();
+            match fetch(shared, cs, req, &up, &Conditionals::STRIP).await {
+                Ok(fetched) => {
+                    store_and_relay(
+                        shared,
+                        cache,
+                        cs,
+                        req,
+                        key,
+                        writer,
+                        fetched,
+                        request_time,
+                        Forward::UriMiss,
+                    )
+                    .await
+                }
+                Err(outcome) => {
+                    writer.abort();
+                    outcome
+                }
+            }
+        }
+        Lookup::Pending(reader) => collapse(shared, cs, req, up, reader).await,
+    }
+}
+
+/// Passes the request through without involving the store, saying why in Cache-Status.
+async fn pass(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    why: Forward,
+) -> Outcome {
+    match fetch(shared, cs, req, &up, &Conditionals::AS_RECEIVED).await {
+        Ok(fetched) => {
+            let status = cs.resp.status;
+            let extra = header_line(CacheStatus::forward(why).with_fwd_status(status));
+            relay_response(shared, cs, req, fetched, None, &extra).await
+        }
+        Err(outcome) => outcome,
+    }
+}
+
+/// A stale (or client-refreshed) stored response: ask the origin with its validators
+/// (RFC 9111 §4.3.1), then serve the freshened copy on 304 (§4.3.4), a stale copy on an error
+/// where allowed (RFC 5861 §4), or store and relay the new response.
+#[allow(clippy::too_many_arguments)]
+async fn revalidate(
+    shared: &Shared,
+    cache: &Cache,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    key: &[u8],
+    obj: Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+    rcc: &RequestCacheControl,
+    fwd: Forward,
+) -> Outcome {
+    let entry = obj.meta().clone();
+    let v = validators(&entry.meta);
+    let cond = Conditionals {
+        strip: true,
+        if_none_match: v.if_none_match,
+        if_modified_since: v.if_modified_since,
+    };
+    let request_time = unix_now();
+    let fetched = match fetch(shared, cs, req, &up, &cond).await {
+        Ok(f) => f,
+        Err(outcome) => {
+            if outcome.local.is_some()
+                && usable_on_error(&entry.meta, rcc, unix_now(), &cache.policy)
+            {
+                writer.release();
+                let status =
+                    status_line(CacheStatus::forward(fwd).with_detail("origin-unreachable"));
+                return serve_object(
+                    shared,
+                    cs,
+                    req,
+                    &obj,
+                    unix_now(),
+                    ResultCode::TcpRefreshFailOld,
+                    &status,
+                )
+                .await;
+            }
+            writer.abort();
+            return outcome;
+        }
+    };
+    let status = cs.resp.status;
+    let resp = HeadFields(&cs.resp.headers);
+    if status == 304 && select_for_update(&[&entry.meta], &resp) == [0] {
+        let merged = freshen_headers(&entry.fields, &resp);
+        let now = unix_now();
+        let meta = StoredMeta::from_response(
+            entry.meta.status,
+            &merged,
+            request_time,
+            now,
+            key,
+            &cache.policy,
+        );
+        let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
+        settle_unrelayed(shared, req, &cs.resp, fetched);
+        let fresh = Arc::new(Entry {
+            meta,
+            fields: merged,
+            reason: entry.reason.clone(),
+        });
+        let mut body = writer.publish_head(
+            head,
+            fresh,
+            obj.secondary().clone(),
+            BodyLength::Known(obj.body_len()),
+        );
+        for chunk in obj.body() {
+            body.append(chunk.clone());
+        }
+        let served = match body.finish() {
+            Ok(FinishOutcome::Stored(new)) => new,
+            _ => obj,
+        };
+        let status = status_line(CacheStatus::forward(fwd).with_fwd_status(304));
+        return serve_object(
+            shared,
+            cs,
+            req,
+            &served,
+            now,
+            ResultCode::TcpRefreshUnmodified,
+            &status,
+        )
+        .await;
+    }
+    if is_error_status(status) && usable_on_error(&entry.meta, rcc, unix_now(), &cache.policy) {
+        writer.release();
+        drop(fetched); // its body is not wanted; the connection is not reused
+        let status = status_line(CacheStatus::forward(fwd).with_fwd_status(status));
+        return serve_object(
+            shared,
+            cs,
+            req,
+            &obj,
+            unix_now(),
+            ResultCode::TcpRefreshFailOld,
+            &status,
+        )
+        .await;
+    }
+    let mut outcome = store_and_relay(
+        shared,
+        cache,
+        cs,
+        req,
+        key,
+        writer,
+        fetched,
+        request_time,
+        fwd,
+    )
+    .await;
+    if outcome.result == ResultCode::TcpMiss {
+        outcome.result = if fwd == Forward::Request {
+            ResultCode::TcpClientRefreshMiss
+        } else {
+            ResultCode::TcpRefreshModified
+        };
+    }
+    outcome
+}
+
+/// Relays the response in `cs.resp`, storing it through `writer` when the policy allows
+/// (RFC 9111 §3). The body is copied once into the store (so a small object does not pin a
+/// large read buffer); the copy is abandoned if the relay fails, so nothing incomplete is kept.
+#[allow(clippy::too_many_arguments)]
+async fn store_and_relay(
+    shared: &Shared,
+    cache: &Cache,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    key: &[u8],
+    writer: FillWriter<Meta>,
+    fetched: Fetched,
+    request_time: u64,
+    fwd: Forward,
+) -> Outcome {
+    let resp = &cs.resp;
+    let fields = HeadFields(&resp.headers);
+    let storable = is_storable(
+        &req.method_raw,
+        &HeadFields(&req.headers),
+        resp.status,
+        &fields,
+        &cache.policy,
+    );
+    let meta = StoredMeta::from_response(
+        resp.status,
+        &fields,
+        request_time,
+        unix_now(),
+        key,
+        &cache.policy,
+    );
+    let mut secondary = Vec::new();
+    let vary = vary_key(&fields, &HeadFields(&req.headers), &mut secondary);
+    let framing = resp.body_framing(req.method);
+    if !storable.is_storable() || vary == VaryKey::Never || !meta.is_worth_storing() {
+        writer.release();
+        let mut status = CacheStatus::forward(fwd).with_fwd_status(resp.status);
+        if let sepia_cache_policy::Storability::NotStorable(why) = storable {
+            status = status.with_detail(why.as_str());
+        }
+        let extra = header_line(status);
+        return relay_response(shared, cs, req, fetched, None, &extra).await;
+    }
+    let kept = StoredFieldFilter::new(&fields, true).stored_fields();
+    let head = stored_head(resp.status, &resp.reason, &kept, shared.via());
+    let length = match framing {
+        BodyFraming::Length(n) => BodyLength::Known(n),
+        BodyFraming::Empty => BodyLength::Known(0),
+        BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
+    };
+    let entry = Arc::new(Entry {
+        meta,
+        fields: kept,
+        reason: resp.reason.clone(),
+    });
+    let extra = header_line(
+        CacheStatus::forward(fwd)
+            .with_fwd_status(resp.status)
+            .with_stored(),
+    );
+    let mut body = writer.publish_head(head, entry, Bytes::from(secondary), length);
+    let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
+    let outcome = relay_response(shared, cs, req, fetched, Some(&mut tee), &extra).await;
+    if outcome.result == ResultCode::TcpMissAborted {
+        body.abort();
+    } else if let Err(e) = body.finish() {
+        tracing::debug!("not stored: {e}");
+    }
+    outcome
+}
+
+/// Another request is already fetching this URL: wait for its head, then stream its body as
+/// it arrives (one origin request for many clients). If that response cannot be shared
+/// (released, a different Vary variant) or does not start in time, fetch on our own.
+async fn collapse(
+    shared: &Shared,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    mut reader: FillReader<Meta>,
+) -> Outcome {
+    let wait = shared.config.timeouts.origin_first_byte;
+    let head = match tokio::time::timeout(wait, reader.head()).await {
+        Ok(Ok(head)) => head,
+        _ => return pass(shared, cs, req, up, Forward::Miss).await,
+    };
+    let mut scratch = Vec::new();
+    let obj = &head.object;
+    if !obj
+        .meta()
+        .meta
+        .vary_matches(obj.secondary(), &HeadFields(&req.headers), &mut scratch)
+    {
+        return pass(shared, cs, req, up, Forward::VaryMiss).await;
+    }
+    let status =
+        status_line(CacheStatus::hit(obj.meta().meta.freshness(unix_now()).ttl()).with_collapsed());
+    serve_fill(shared, cs, req, head, reader, unix_now(), &status).await
+}
+
+/// PURGE removes every stored variant of the URL; allowed only from `cache.purge_allow`.
+fn purge(cache: &Cache, cs: &ClientSide, req: &RequestHead, key: &[u8]) -> Outcome {
+    let keep = req.keep_alive && req.body_framing() == BodyFraming::Empty;
+    if !cache.config.purge_allowed(cs.peer.ip()) {
+        return local_error(403, "PURGE is not allowed from your address", keep);
+    }
+    let mut outcome = if cache.store.purge(key) > 0 {
+        local_error(200, "purged", keep)
+    } else {
+        local_error(404, "not in cache", keep)
+    };
+    outcome.result = ResultCode::TcpMiss;
+    outcome
+}
+
+fn gateway_timeout() -> Outcome {
+    // RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored.
+    local_error(504, "only-if-cached: not in cache", true)
+}
+
+/// A Cache-Status value (RFC 9211).
+fn status_line(status: CacheStatus<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    status.write(CACHE_NAME, &mut out);
+    out
+}
+
+/// A complete `Cache-Status: …\r\n` line for a forwarded response.
+fn header_line(status: CacheStatus<'_>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(80);
+    out.extend_from_slice(b"Cache-Status: ");
+    status.write(CACHE_NAME, &mut out);
+    out.extend_from_slice(b"\r\n");
+    out
+}

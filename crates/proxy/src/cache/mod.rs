@@ -1,0 +1,94 @@
+//! The HTTP cache (RFC 9111) in front of the pass path: policy decisions come from
+//! `sepia-cache-policy` (pure functions), storage from `sepia-store` (memory store with
+//! collapsed, streaming fills). This module only connects them to the connection.
+
+mod fields;
+mod flow;
+mod serve;
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use sepia_cache_policy::{FieldList, Fields, HeuristicRule, PolicyConfig, StoredMeta};
+use sepia_config::CacheConfig;
+use sepia_http1::{put_header, put_status_line, Version};
+use sepia_store::{MemoryStore, StoreConfig};
+
+pub use fields::HeadFields;
+pub use flow::handle;
+
+/// What the store keeps beside a response's bytes: the policy's view of it and the stored
+/// header fields (needed to freshen them on a 304, RFC 9111 §4.3.4).
+pub struct Entry {
+    pub meta: StoredMeta,
+    pub fields: FieldList,
+    pub reason: Bytes,
+}
+
+pub type Meta = Arc<Entry>;
+
+pub struct Cache {
+    pub store: MemoryStore<Meta>,
+    pub policy: PolicyConfig,
+    pub config: CacheConfig,
+}
+
+impl Cache {
+    /// `None` when the configuration disables caching.
+    pub fn from_config(config: &CacheConfig) -> Result<Option<Cache>, String> {
+        if !config.enabled {
+            return Ok(None);
+        }
+        let mut policy = PolicyConfig::builder()
+            .shared(true)
+            .heuristic_percent(config.heuristic_percent)
+            .heuristic_max(config.heuristic_max.as_secs());
+        for rule in &config.refresh {
+            policy = policy.refresh_rule(
+                &rule.pattern,
+                HeuristicRule {
+                    min: rule.min.as_secs(),
+                    percent: rule.percent,
+                    max: rule.max.as_secs(),
+                },
+            );
+        }
+        let policy = policy.build().map_err(|e| e.to_string())?;
+        let store = MemoryStore::new(StoreConfig {
+            budget_bytes: config.memory_bytes,
+            max_object_bytes: config.max_object_bytes,
+            ..StoreConfig::default()
+        });
+        Ok(Some(Cache {
+            store,
+            policy,
+            config: config.clone(),
+        }))
+    }
+}
+
+/// The head a hit sends, minus its per-hit fields: status line and the stored fields, each
+/// line ending in CRLF but without the final empty line. Framing (Content-Length) and Age are
+/// written per hit; the stored Date is never touched (RFC 9111 §4.2.3, §5.1).
+pub fn stored_head(status: u16, reason: &[u8], fields: &FieldList, via: Option<&[u8]>) -> Bytes {
+    let mut out = BytesMut::with_capacity(512);
+    put_status_line(&mut out, Version::Http11, status, reason);
+    for (name, value) in fields.lines() {
+        if name.eq_ignore_ascii_case(b"age")
+            || name.eq_ignore_ascii_case(b"content-length")
+            || name.eq_ignore_ascii_case(b"transfer-encoding")
+        {
+            continue;
+        }
+        put_header(&mut out, name, value);
+    }
+    if let Some(via) = via {
+        put_header(&mut out, b"Via", via);
+    }
+    out.freeze()
+}
+
+/// Seconds since the Unix epoch: the policy's clock.
+pub fn unix_now() -> u64 {
+    sepia_cache_policy::unix_seconds(std::time::SystemTime::now())
+}
