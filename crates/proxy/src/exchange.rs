@@ -142,12 +142,20 @@ pub async fn fetch(
     );
     // With a body still unread on the client connection, an error answer must close it.
     let keep_on_error = !has_body && req.keep_alive;
-    let unreachable =
-        || Outcome::error(502, "could not connect to the origin server", keep_on_error);
+    // A refused connection is a bad gateway; one that never completes is a gateway timeout.
+    let unreachable = |e: io::Error| {
+        if e.kind() == io::ErrorKind::TimedOut {
+            Outcome::error(
+                504,
+                "connecting to the origin server timed out",
+                keep_on_error,
+            )
+        } else {
+            Outcome::error(502, "could not connect to the origin server", keep_on_error)
+        }
+    };
 
-    let mut origin = obtain(shared, &up.origins)
-        .await
-        .map_err(|_| unreachable())?;
+    let mut origin = obtain(shared, &up.origins).await.map_err(unreachable)?;
     let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
     let mut retried = false;
     loop {
@@ -160,7 +168,7 @@ pub async fn fetch(
                     .pool
                     .connect(&[origin.addr])
                     .await
-                    .map_err(|_| unreachable())?;
+                    .map_err(unreachable)?;
                 continue;
             }
             Err(SendError::Origin) => {
@@ -184,7 +192,7 @@ pub async fn fetch(
                     .pool
                     .connect(&[origin.addr])
                     .await
-                    .map_err(|_| unreachable())?;
+                    .map_err(unreachable)?;
             }
             Err(HeadError::NothingReceived) => {
                 return Err(Outcome::error(

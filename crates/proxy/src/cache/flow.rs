@@ -247,6 +247,7 @@ async fn revalidate(
             &cache.policy,
         );
         let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
+        let origin_ip = fetched.origin.addr.ip();
         settle_unrelayed(shared, req, &cs.resp, fetched);
         let fresh = Arc::new(Entry {
             meta,
@@ -267,7 +268,7 @@ async fn revalidate(
             _ => obj,
         };
         let status = status_line(CacheStatus::forward(fwd).with_fwd_status(304));
-        return serve_object(
+        let mut outcome = serve_object(
             shared,
             cs,
             req,
@@ -277,12 +278,15 @@ async fn revalidate(
             &status,
         )
         .await;
+        outcome.peer = Some(origin_ip);
+        return outcome;
     }
     if is_error_status(status) && usable_on_error(&entry.meta, rcc, unix_now(), &cache.policy) {
         writer.release();
+        let origin_ip = fetched.origin.addr.ip();
         drop(fetched); // its body is not wanted; the connection is not reused
         let status = status_line(CacheStatus::forward(fwd).with_fwd_status(status));
-        return serve_object(
+        let mut outcome = serve_object(
             shared,
             cs,
             req,
@@ -292,6 +296,8 @@ async fn revalidate(
             &status,
         )
         .await;
+        outcome.peer = Some(origin_ip);
+        return outcome;
     }
     let mut outcome = store_and_relay(
         shared,
