@@ -5,8 +5,8 @@
 //! `sepia.toml:12: key 'timeouts.conect': unknown key (expected one of connect, …)`.
 //! A reload is simply a new snapshot built the same way and swapped in whole.
 //!
-//! The file format, with every key, its type, default and meaning, is in `CONFIG.md` beside
-//! this crate; the doc comments of the [`model`] types say the same per field.
+//! The file format, with every key, its type, default and meaning, is in the project README
+//! (section Configuration); the doc comments of the [`model`] types say the same per field.
 
 pub mod model;
 
@@ -37,7 +37,7 @@ const DEFAULT_LISTEN: &str = "127.0.0.1:3128";
 
 impl Config {
     /// The built-in default: a forward proxy on 127.0.0.1:3128 with every default of
-    /// `CONFIG.md`.
+    /// the README.
     pub fn builtin_default() -> Config {
         Config::quick_forward(DEFAULT_LISTEN, None)
             .unwrap_or_else(|e| unreachable!("the built-in default is valid: {e}"))

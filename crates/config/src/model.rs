@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The whole configuration: one value per section of the TOML file (see `CONFIG.md`).
+/// The whole configuration: one value per section of the TOML file (see the README, section Configuration).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// `[server]`: process-wide settings.

@@ -1,7 +1,7 @@
 //! The file as serde sees it: one struct per table, `deny_unknown_fields` everywhere, and every
 //! string or number checked while it is deserialised so that toml can attach the value's span
 //! (and `serde_path_to_error` its key path) to the error. The `Default` impls here are the one
-//! place where the defaults documented in `CONFIG.md` live.
+//! place where the defaults documented in the README live.
 
 use std::fmt;
 use std::marker::PhantomData;

@@ -462,12 +462,50 @@ fn client_allowed_through_a_loaded_config() {
 }
 
 #[test]
-fn the_example_in_config_md_is_valid() {
-    let doc = include_str!("../CONFIG.md");
-    let start = doc.find("```toml\n").expect("CONFIG.md has a toml example") + 8;
+fn the_example_in_the_readme_is_valid() {
+    let doc = include_str!("../../../README.md");
+    let start = doc
+        .find("```toml\n")
+        .expect("the README has a toml example")
+        + 8;
     let len = doc[start..].find("```").unwrap();
-    let config = Config::from_toml_str(&doc[start..start + len], "CONFIG.md").unwrap();
+    let config = Config::from_toml_str(&doc[start..start + len], "README.md").unwrap();
     assert_eq!(config.listeners.len(), 2);
     assert_eq!(config.routes.len(), 2);
     assert_eq!(config.routes[1].host_header, HostHeader::Origin);
+    assert_eq!(config.cache.memory_bytes, 256 << 20);
+    assert_eq!(config.cache.refresh.len(), 1);
+    assert_eq!(
+        config.cache.refresh[0].max,
+        std::time::Duration::from_secs(3 * 86_400)
+    );
+}
+
+#[test]
+fn cache_section_is_validated() {
+    let base = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
+    let err = |extra: &str| {
+        Config::from_toml_str(&format!("{base}{extra}"), "t.toml")
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err("[cache]\nmemory = \"1MiB\"\nmax_object = \"2MiB\"\n");
+    assert!(e.starts_with("t.toml:6: key 'cache.max_object'"), "{e}");
+    let e = err("[cache]\nmemory = \"256MB\"\n");
+    assert!(e.contains("t.toml:5") && e.contains("invalid size"), "{e}");
+    let e = err("[[cache.refresh]]\npattern = \"(\"\nmin = \"0s\"\npercent = 10\nmax = \"1h\"\n");
+    assert!(
+        e.contains("cache.refresh[0].pattern") && e.contains("regular expression"),
+        "{e}"
+    );
+    let e = err("[cache]\nmemmory = \"1MiB\"\n");
+    assert!(e.contains("unknown key"), "{e}");
+    let ok = Config::from_toml_str(
+        &format!("{base}[cache]\nenabled = false\npurge_allow = [\"10.0.0.0/8\"]\n"),
+        "t.toml",
+    )
+    .unwrap();
+    assert!(!ok.cache.enabled);
+    assert!(ok.cache.purge_allowed("10.1.2.3".parse().unwrap()));
+    assert!(!ok.cache.purge_allowed("127.0.0.1".parse().unwrap()));
 }
