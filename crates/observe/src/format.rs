@@ -28,21 +28,25 @@ pub fn format_combined(rec: &AccessRecord, out: &mut Vec<u8>) {
     LineFormatter::new(LogFormat::Combined).format(rec, out);
 }
 
-/// Formats records one after another, keeping the combined-format date of the last second.
-pub(crate) struct LineFormatter {
+/// Formats records one after another into a caller's buffer, keeping the combined-format date
+/// of the last second so that consecutive lines allocate nothing. The writer task owns one.
+#[derive(Debug)]
+pub struct LineFormatter {
     format: LogFormat,
     clock: DateCache,
 }
 
 impl LineFormatter {
-    pub(crate) fn new(format: LogFormat) -> LineFormatter {
+    /// A formatter for `format` with an empty date cache.
+    pub fn new(format: LogFormat) -> LineFormatter {
         LineFormatter {
             format,
             clock: DateCache::default(),
         }
     }
 
-    pub(crate) fn format(&mut self, rec: &AccessRecord, out: &mut Vec<u8>) {
+    /// Appends one line for `rec`, including its `\n`, to `out`.
+    pub fn format(&mut self, rec: &AccessRecord, out: &mut Vec<u8>) {
         match self.format {
             LogFormat::Squid => squid_line(rec, out),
             LogFormat::Combined => combined_line(rec, &mut self.clock, out),
@@ -204,6 +208,7 @@ fn push_quoted(out: &mut Vec<u8>, field: &[u8]) {
 }
 
 /// The combined format's `22/Nov/2026:07:34:00 +0000`, rebuilt only when the second changes.
+#[derive(Debug)]
 struct DateCache {
     second: Option<u64>,
     text: [u8; 26],

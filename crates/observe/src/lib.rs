@@ -14,6 +14,6 @@ mod record;
 mod writer;
 
 pub use counters::{Counter, Counters, CountersSnapshot};
-pub use format::{format_combined, format_squid, LogFormat};
+pub use format::{format_combined, format_squid, LineFormatter, LogFormat};
 pub use record::{AccessRecord, Hierarchy, ResultCode};
-pub use writer::{AccessLog, AccessLogWriter, LogSink, WRITE_CHUNK};
+pub use writer::{AccessLog, AccessLogWriter, LogSink, BATCH_TICK, WRITE_CHUNK};

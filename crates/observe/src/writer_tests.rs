@@ -147,21 +147,43 @@ async fn lines_are_written_without_waiting_for_a_full_chunk() {
     let (log, writer) =
         AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
     log.log(record(0, 0));
-    let mut written = String::new();
-    for _ in 0..200 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        written = std::fs::read_to_string(&path).unwrap();
-        if !written.is_empty() {
-            break;
-        }
-    }
     assert_eq!(
-        written.lines().count(),
+        wait_for_lines(&path, 1).await,
         1,
         "one record, written while the log is open"
     );
     drop(log);
     writer.finish().await;
+}
+
+/// Polls `path` until it holds `lines` lines (or 2 s pass); returns what it holds.
+async fn wait_for_lines(path: &std::path::Path, lines: usize) -> usize {
+    let mut count = 0;
+    for _ in 0..200 {
+        count = std::fs::read_to_string(path).unwrap().lines().count();
+        if count >= lines {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    count
+}
+
+#[tokio::test]
+async fn writer_wakes_again_after_going_idle() {
+    let dir = TempDir::new("idle");
+    let path = dir.0.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    for round in 1..=3 {
+        log.log(record(0, round));
+        assert_eq!(wait_for_lines(&path, round).await, round, "round {round}");
+        // Long enough for an empty tick, so the writer is back to waiting on the channel.
+        tokio::time::sleep(BATCH_TICK * 3).await;
+    }
+    drop(log);
+    writer.finish().await;
+    assert_eq!(wait_for_lines(&path, 3).await, 3);
 }
 
 #[tokio::test]
