@@ -48,20 +48,29 @@ fn route_for_host_and_client_allowed_do_not_allocate() {
     .map(|ip| ip.parse().unwrap())
     .collect();
 
-    let region = Region::new(GLOBAL);
-    let mut ports = 0u32;
-    let mut allowed = 0u32;
-    for _ in 0..1000 {
-        for host in hosts {
-            ports += u32::from(config.route_for_host(host).unwrap().origins[0].port - 9000);
+    // The counter is process-wide, so the test harness's own threads can add a stray
+    // allocation at the start; a real per-lookup allocation shows in every one of the
+    // 9,000 lookups of every attempt, so the best of three attempts must be exactly zero.
+    let mut attempts = Vec::new();
+    for _ in 0..3 {
+        let region = Region::new(GLOBAL);
+        let mut ports = 0u32;
+        let mut allowed = 0u32;
+        for _ in 0..1000 {
+            for host in hosts {
+                ports += u32::from(config.route_for_host(host).unwrap().origins[0].port - 9000);
+            }
+            for ip in &ips {
+                allowed += u32::from(config.forward.client_allowed(*ip));
+            }
         }
-        for ip in &ips {
-            allowed += u32::from(config.forward.client_allowed(*ip));
-        }
+        attempts.push(region.change().allocations);
+        assert_eq!(ports, 1000 * (2 + 1));
+        assert_eq!(allowed, 1000 * 3);
     }
-    let change = region.change();
-
-    assert_eq!(change.allocations, 0, "{change:?}");
-    assert_eq!(ports, 1000 * (2 + 1));
-    assert_eq!(allowed, 1000 * 3);
+    assert_eq!(
+        attempts.iter().min(),
+        Some(&0),
+        "allocations per attempt: {attempts:?}"
+    );
 }

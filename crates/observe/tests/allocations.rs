@@ -42,32 +42,41 @@ fn logging_and_formatting_allocation_budget() {
     let start = SystemTime::now();
     let records: Vec<AccessRecord> = (0..RECORDS).map(|_| record(start)).collect();
 
+    // The counter is process-wide, so the test harness's own threads can add a stray
+    // allocation; a real per-line allocation shows 10,000 times in every attempt, so the
+    // best of three attempts must be exactly zero.
+    let best_of_three = |measure: &mut dyn FnMut() -> usize| (0..3).map(|_| measure()).min();
+
     // Formatting: after the first line (buffer growth, the date of this second), none.
     for format in [LogFormat::Squid, LogFormat::Combined] {
         let mut formatter = LineFormatter::new(format);
         let mut out = Vec::with_capacity(1 << 20);
         formatter.format(&records[0], &mut out);
         out.clear();
-        let region = Region::new(GLOBAL);
-        for rec in &records {
-            formatter.format(rec, &mut out);
-            if out.len() > (1 << 20) - 512 {
-                out.clear();
+        let best = best_of_three(&mut || {
+            let region = Region::new(GLOBAL);
+            for rec in &records {
+                formatter.format(rec, &mut out);
+                if out.len() > (1 << 20) - 512 {
+                    out.clear();
+                }
             }
-        }
-        let change = region.change();
-        assert_eq!(change.allocations, 0, "{format:?}: {change:?}");
+            region.change().allocations
+        });
+        assert_eq!(best, Some(0), "{format:?}");
         assert!(!out.is_empty());
     }
 
     // A disabled log drops records without touching the allocator.
     let disabled = sepia_observe::AccessLog::disabled();
-    let region = Region::new(GLOBAL);
-    for rec in &records {
-        disabled.log(rec.clone());
-    }
-    let change = region.change();
-    assert_eq!(change.allocations, 0, "disabled log: {change:?}");
+    let best = best_of_three(&mut || {
+        let region = Region::new(GLOBAL);
+        for rec in &records {
+            disabled.log(rec.clone());
+        }
+        region.change().allocations
+    });
+    assert_eq!(best, Some(0), "disabled log");
 
     // Logging: on a current-thread runtime the writer cannot run while this loop does, so
     // what is counted is `log` alone: the channel's blocks of 32 slots, nothing per record.
