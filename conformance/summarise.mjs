@@ -68,7 +68,8 @@ function testsOf (families) {
         kind: test.kind ?? 'required',
         family: family.id,
         familyName: family.name,
-        name: test.name
+        name: test.name,
+        dependsOn: test.depends_on ?? []
       })
     }
   }
@@ -87,10 +88,29 @@ function score (tests, raw) {
       counts[test.kind].passed++
     } else {
       const [error, message] = Array.isArray(result) ? result : ['Missing', 'no result reported']
-      failing[test.kind].push({ ...test, error, message })
+      failing[test.kind].push({ ...test, error, message, verdict: verdictOf(test, error, raw) })
     }
   }
   return { counts, failing }
+}
+
+/**
+ * How the suite's own report (lib/display.mjs, determineTestResult) classifies a test that did
+ * not pass: a test whose dependency check did not pass is "dependency-failed", one that failed
+ * while setting up is "setup-failed"; only the rest are failures of the cache under test.
+ */
+function verdictOf (test, error, raw) {
+  if (test.dependsOn.some(dep => raw[dep] !== true)) return 'dependency-failed'
+  if (error === 'Setup') return 'setup-failed'
+  return 'failed'
+}
+
+/** One line per gated kind: passed, and the non-passing tests by the suite's verdict. */
+function verdictLine (kind, counts, failing) {
+  const by = { failed: 0, 'setup-failed': 0, 'dependency-failed': 0 }
+  for (const t of failing[kind]) by[t.verdict]++
+  return `${kind} as the suite reports it: ${counts[kind].passed} passed, ${by.failed} failed, ` +
+    `${by['setup-failed']} setup-failed, ${by['dependency-failed']} dependency-failed (of ${counts[kind].total})`
 }
 
 function scoreLine (counts) {
@@ -132,6 +152,7 @@ function summarise (args) {
   fs.writeFileSync(args.out, JSON.stringify(report, null, 2) + '\n')
 
   console.log(scoreLine(main.counts))
+  for (const kind of GATED) console.log(verdictLine(kind, main.counts, main.failing))
   console.log(`(surrogate-control, not scored: ${scoreLine(surrogate.counts)})`)
   for (const kind of GATED) {
     const ids = main.failing[kind].map(t => t.id)
@@ -181,7 +202,8 @@ function markdown (path) {
     for (const [familyName, tests] of byFamily) {
       lines.push(`**${familyName}**`, '')
       for (const test of tests) {
-        lines.push(`- \`${test.id}\`: ${test.name.replace(/\s+/g, ' ').trim()}`)
+        const verdict = test.verdict && test.verdict !== 'failed' ? ` *(${test.verdict})*` : ''
+        lines.push(`- \`${test.id}\`${verdict}: ${test.name.replace(/\s+/g, ' ').trim()}`)
       }
       lines.push('')
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Sepia's whole test suite: formatting, lints, unit tests, black-box tests with the real
-# binary, and a short fuzzing pass over every parser. Installs what it needs (Debian packages,
+# binary, the http-cache-tests conformance suite, and a short fuzzing pass over every parser. Installs what it needs (Debian packages,
 # cargo tools) when missing. Usage: scripts/test.sh [--quick]   (--quick skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,9 @@ cargo build --locked -p sepia
 
 echo "== cargo test (unit and black-box)"
 cargo test --workspace --locked
+
+echo "== caching conformance (http-cache-tests, gated by conformance/baseline.json)"
+conformance/run.sh
 
 if ((quick == 0)); then
   echo "== fuzz targets (build and a short run each)"
