@@ -14,7 +14,8 @@
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
-//! `timeouts`, `streaming`, `cli`, `access_log`. `$SEPIA_BIN` overrides the binary under test.
+//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`. `$SEPIA_BIN` overrides the binary
+//! under test.
 
 mod binary;
 mod config;
@@ -23,6 +24,7 @@ mod echo;
 pub mod fixtures;
 mod message;
 mod origin;
+mod origin_cache_routes;
 mod origin_routes;
 mod pattern;
 mod raw_client;
@@ -33,6 +35,7 @@ pub use curl::{curl, CurlOutput};
 pub use echo::EchoServer;
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};
+pub use origin_cache_routes::REVALIDATE_BODY;
 pub use pattern::{fill_pattern, pattern, sha256_hex};
 pub use raw_client::RawClient;
 

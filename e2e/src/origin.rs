@@ -73,6 +73,13 @@ pub(crate) struct State {
     streams: Mutex<Vec<TcpStream>>,
 }
 
+impl State {
+    /// Complete requests received so far (the one being answered included).
+    pub(crate) fn request_count(&self) -> usize {
+        self.requests.lock().expect("origin lock").len()
+    }
+}
+
 /// A running test origin on 127.0.0.1 (ephemeral port), stopped on drop.
 pub struct Origin {
     addr: SocketAddr,

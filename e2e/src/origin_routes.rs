@@ -20,6 +20,7 @@
 //! | `/status/N` | status N with a short body |
 //! | `/hop` | 200 with hop-by-hop fields the proxy must strip, and one it must keep |
 //! | `/cacheable/...` | 200 with `Cache-Control: max-age=60` |
+//! | `/cc/...`, `/slow-cacheable/...`, `/die-cacheable/...`, `/vary-lang/...`, `/revalidate/...` | storable responses for the cache tests: see `src/origin_cache_routes.rs` |
 //! | anything else | 200, body `METHOD TARGET` |
 
 use std::io::{self, Write};
@@ -28,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::origin::{path_of, RecordedRequest, State};
+use crate::origin_cache_routes;
 use crate::pattern::{fill_pattern, sha256_hex};
 
 /// Whether the connection may carry another request after this response.
@@ -59,6 +61,9 @@ pub(crate) fn respond(
         req.connection,
         if closing { "Connection: close\r\n" } else { "" }
     );
+    if let Some(reply) = origin_cache_routes::respond(req, out, &common, state.request_count()) {
+        return reply;
+    }
     let no_store = "Cache-Control: no-store\r\n";
     let body = &req.body[..];
     let (first, rest) = split_path(path);
@@ -196,13 +201,13 @@ pub(crate) fn pause_before_body(path: &str) -> Option<Duration> {
 }
 
 /// Splits `/bytes/123?x` into (`bytes`, `123`).
-fn split_path(path: &str) -> (&str, &str) {
+pub(crate) fn split_path(path: &str) -> (&str, &str) {
     let path = path.trim_start_matches('/');
     path.split_once('/').unwrap_or((path, ""))
 }
 
 /// The number in a path segment; 0 when absent or invalid.
-fn number(segment: &str) -> usize {
+pub(crate) fn number(segment: &str) -> usize {
     segment
         .split('/')
         .next()
@@ -226,7 +231,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// A small response with Content-Length (none for 1xx/204/304, no body for HEAD).
-fn fixed(
+pub(crate) fn fixed(
     out: &mut TcpStream,
     status: u16,
     common: &str,
@@ -260,7 +265,7 @@ fn send(out: &mut TcpStream, head: &[u8], body: &[u8]) -> io::Result<Reply> {
 }
 
 /// Writes `n` pattern bytes in 64 KiB writes, or as chunks of `chunk` bytes when given.
-fn write_pattern(out: &mut TcpStream, n: usize, chunk: Option<usize>) -> io::Result<()> {
+pub(crate) fn write_pattern(out: &mut TcpStream, n: usize, chunk: Option<usize>) -> io::Result<()> {
     let step = chunk.unwrap_or(64 * 1024);
     let mut buf = vec![0u8; step];
     let mut offset = 0;
