@@ -25,8 +25,24 @@ use crate::shared::Shared;
 use crate::target::{parse_absolute, split_authority, TargetError};
 use crate::tunnel;
 
-/// Room made in the read buffer before reading a request head.
-const HEAD_READ_ROOM: usize = 4096;
+/// The read buffer of an active connection. When less than `HEAD_MIN_ROOM` is free it is
+/// regrown; while nothing else references it (the previous request's slices are dropped after
+/// each response) regrowing reclaims the same allocation, so a keep-alive hit allocates nothing.
+const HEAD_BUFFER: usize = 8 * 1024;
+const HEAD_MIN_ROOM: usize = 1024;
+
+/// How long an idle keep-alive connection keeps its buffers and task. A busy client sends its
+/// next request well within this; after it, the connection is parked (see `server::park`): a
+/// socket and a small task, a few hundred bytes instead of several KiB.
+pub const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How a session ended.
+pub enum Served {
+    /// The connection is finished (closed, failed, or the server is shutting down).
+    Closed,
+    /// Idle keep-alive connection with no unread bytes: park it until it becomes readable.
+    Idle(TcpStream),
+}
 
 /// The client connection and the buffers reused by every request on it.
 pub struct ClientSide {
@@ -41,6 +57,8 @@ pub struct ClientSide {
     pub resp: ResponseHead,
     /// The cache key of the current request, built in a reused buffer.
     pub key: Vec<u8>,
+    /// Where a hit's Cache-Status value is written, reused.
+    pub status_buf: Vec<u8>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -53,18 +71,20 @@ impl ClientSide {
 enum HeadRead {
     Request,
     Closed,
+    Idle,
     TimedOut,
     Invalid(ParseError),
 }
 
-/// Serves one client connection until it closes, fails, or the server shuts down.
+/// Serves one client connection until it closes, fails, the server shuts down, or it idles
+/// long enough to be parked.
 pub async fn serve(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
     mode: Mode,
     shutdown: watch::Receiver<bool>,
-) {
+) -> Served {
     // Responses are written whole; Nagle would only delay the last segment.
     let _ = stream.set_nodelay(true);
     let allowed = mode == Mode::Reverse || shared.config.forward.client_allowed(peer.ip());
@@ -76,15 +96,19 @@ pub async fn serve(
         head_buf: BytesMut::with_capacity(1024),
         resp: ResponseHead::default(),
         key: Vec::new(),
+        status_buf: Vec::new(),
         shutdown,
     };
     let mut decoder = RequestDecoder::new(shared.limits);
     let mut req = RequestHead::default();
     loop {
+        let head = read_head(&shared, &mut cs, &mut decoder, &mut req).await;
+        // The request's time starts when its head is complete (Squid's %tr), not while idle.
         let started = SystemTime::now();
         let clock = Instant::now();
-        let outcome = match read_head(&shared, &mut cs, &mut decoder, &mut req).await {
-            HeadRead::Closed => return,
+        let outcome = match head {
+            HeadRead::Closed => return Served::Closed,
+            HeadRead::Idle => return Served::Idle(cs.stream),
             HeadRead::TimedOut => {
                 local_error(408, "the request head did not arrive in time", false)
             }
@@ -107,8 +131,11 @@ pub async fn serve(
             }
         }
         log(&shared, &cs, &req, mode, started, clock, &outcome);
+        // Drop this request's slices of the read buffer: with no other reference left, the
+        // next read reuses the same allocation instead of allocating a new one.
+        req.clear();
         if !outcome.keep_client || cs.shutting_down() {
-            return;
+            return Served::Closed;
         }
     }
 }
@@ -130,8 +157,9 @@ pub(crate) fn local_error(status: u16, detail: &'static str, keep_client: bool) 
     }
 }
 
-/// Reads until a complete request head is in `req`. An idle connection may wait `client_idle`
-/// for its first byte; once a head has started it must complete within `request_head` (408).
+/// Reads until a complete request head is in `req`. A connection with nothing unread waits
+/// for its next request for `IDLE_RELEASE` (then it is parked); once a head has started it
+/// must complete within `request_head` (408).
 async fn read_head(
     shared: &Shared,
     cs: &mut ClientSide,
@@ -146,28 +174,34 @@ async fn read_head(
             Ok(false) => {}
             Err(e) => return HeadRead::Invalid(e),
         }
-        let idle = cs.buf.is_empty();
-        if idle && cs.shutting_down() {
-            return HeadRead::Closed;
-        }
-        if !idle && deadline.is_none() {
-            deadline = Some(Instant::now() + t.request_head);
-        }
-        let limit = deadline.map_or(t.client_idle, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        tokio::select! {
-            r = read_more(&mut cs.stream, &mut cs.buf, HEAD_READ_ROOM, limit) => match r {
-                Ok(0) => return HeadRead::Closed,
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::TimedOut && deadline.is_some() => return HeadRead::TimedOut,
-                Err(_) => return HeadRead::Closed,
-            },
-            r = cs.shutdown.changed(), if idle => {
-                if r.is_err() {
-                    return HeadRead::Closed;
-                }
+        if cs.buf.is_empty() {
+            if cs.shutting_down() {
+                return HeadRead::Closed;
             }
+            let wait = IDLE_RELEASE.min(t.client_idle);
+            tokio::select! {
+                r = tokio::time::timeout(wait, cs.stream.readable()) => match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return HeadRead::Closed,
+                    Err(_) if wait < t.client_idle => return HeadRead::Idle,
+                    Err(_) => return HeadRead::Closed,
+                },
+                _ = cs.shutdown.changed() => return HeadRead::Closed,
+            }
+        }
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + t.request_head);
+        if cs.buf.capacity() - cs.buf.len() < HEAD_MIN_ROOM {
+            cs.buf.reserve(HEAD_BUFFER);
+        }
+        let limit = deadline.saturating_duration_since(Instant::now());
+        match read_more(&mut cs.stream, &mut cs.buf, HEAD_MIN_ROOM, limit).await {
+            Ok(0) => return HeadRead::Closed,
+            Ok(_) => {}
+            // Readiness without data (or a client that never completes its head).
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut && !cs.buf.is_empty() => {
+                return HeadRead::TimedOut
+            }
+            Err(_) => return HeadRead::Closed,
         }
     }
 }

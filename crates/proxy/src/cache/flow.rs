@@ -26,7 +26,7 @@ use crate::heads::Conditionals;
 use crate::shared::Shared;
 
 /// Name this cache uses in Cache-Status (RFC 9211 §2).
-const CACHE_NAME: &str = "sepia";
+pub const CACHE_NAME: &str = "sepia";
 
 /// Handles a request through the cache (or passes it when caching is off). `authority` and
 /// `target` form the cache key (RFC 9111 §2).
@@ -103,8 +103,8 @@ async fn route(
     match lookup {
         Lookup::Hit(obj) => match evaluate(&obj.meta().meta, &rcc, now, &cache.policy) {
             Decision::Fresh(f) | Decision::StaleAllowed(f) | Decision::StaleWhileRevalidate(f) => {
-                let status = status_line(CacheStatus::hit(f.ttl()));
-                serve_object(shared, cs, req, &obj, now, ResultCode::TcpMemHit, &status).await
+                let status = CacheStatus::hit(f.ttl());
+                serve_object(shared, cs, req, &obj, now, ResultCode::TcpMemHit, status).await
             }
             Decision::GatewayTimeout => gateway_timeout(),
             Decision::Revalidate { .. } if partial => {
@@ -129,7 +129,7 @@ async fn route(
                             &obj,
                             now,
                             ResultCode::TcpMemHit,
-                            b"sepia; hit",
+                            CacheStatus::hit(obj.meta().meta.freshness(now).ttl()),
                         )
                         .await
                     }
@@ -216,8 +216,7 @@ async fn revalidate(
                 && usable_on_error(&entry.meta, rcc, unix_now(), &cache.policy)
             {
                 writer.release();
-                let status =
-                    status_line(CacheStatus::forward(fwd).with_detail("origin-unreachable"));
+                let status = CacheStatus::forward(fwd).with_detail("origin-unreachable");
                 return serve_object(
                     shared,
                     cs,
@@ -225,7 +224,7 @@ async fn revalidate(
                     &obj,
                     unix_now(),
                     ResultCode::TcpRefreshFailOld,
-                    &status,
+                    status,
                 )
                 .await;
             }
@@ -249,11 +248,7 @@ async fn revalidate(
         let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
         let origin_ip = fetched.origin.addr.ip();
         settle_unrelayed(shared, req, &cs.resp, fetched);
-        let fresh = Arc::new(Entry {
-            meta,
-            fields: merged,
-            reason: entry.reason.clone(),
-        });
+        let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
         let mut body = writer.publish_head(
             head,
             fresh,
@@ -267,7 +262,7 @@ async fn revalidate(
             Ok(FinishOutcome::Stored(new)) => new,
             _ => obj,
         };
-        let status = status_line(CacheStatus::forward(fwd).with_fwd_status(304));
+        let status = CacheStatus::forward(fwd).with_fwd_status(304);
         let mut outcome = serve_object(
             shared,
             cs,
@@ -275,7 +270,7 @@ async fn revalidate(
             &served,
             now,
             ResultCode::TcpRefreshUnmodified,
-            &status,
+            status,
         )
         .await;
         outcome.peer = Some(origin_ip);
@@ -285,7 +280,7 @@ async fn revalidate(
         writer.release();
         let origin_ip = fetched.origin.addr.ip();
         drop(fetched); // its body is not wanted; the connection is not reused
-        let status = status_line(CacheStatus::forward(fwd).with_fwd_status(status));
+        let status = CacheStatus::forward(fwd).with_fwd_status(status);
         let mut outcome = serve_object(
             shared,
             cs,
@@ -293,7 +288,7 @@ async fn revalidate(
             &obj,
             unix_now(),
             ResultCode::TcpRefreshFailOld,
-            &status,
+            status,
         )
         .await;
         outcome.peer = Some(origin_ip);
@@ -372,11 +367,7 @@ async fn store_and_relay(
         BodyFraming::Empty => BodyLength::Known(0),
         BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
     };
-    let entry = Arc::new(Entry {
-        meta,
-        fields: kept,
-        reason: resp.reason.clone(),
-    });
+    let entry = Arc::new(Entry::new(meta, kept, resp.reason.clone()));
     let extra = header_line(
         CacheStatus::forward(fwd)
             .with_fwd_status(resp.status)
@@ -417,9 +408,8 @@ async fn collapse(
     {
         return pass(shared, cs, req, up, Forward::VaryMiss).await;
     }
-    let status =
-        status_line(CacheStatus::hit(obj.meta().meta.freshness(unix_now()).ttl()).with_collapsed());
-    serve_fill(shared, cs, req, head, reader, unix_now(), &status).await
+    let status = CacheStatus::hit(obj.meta().meta.freshness(unix_now()).ttl()).with_collapsed();
+    serve_fill(shared, cs, req, head, reader, unix_now(), status).await
 }
 
 /// PURGE removes every stored variant of the URL; allowed only from `cache.purge_allow`.
@@ -440,13 +430,6 @@ fn purge(cache: &Cache, cs: &ClientSide, req: &RequestHead, key: &[u8]) -> Outco
 fn gateway_timeout() -> Outcome {
     // RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored.
     local_error(504, "only-if-cached: not in cache", true)
-}
-
-/// A Cache-Status value (RFC 9211).
-fn status_line(status: CacheStatus<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    status.write(CACHE_NAME, &mut out);
-    out
 }
 
 /// A complete `Cache-Status: …\r\n` line for a forwarded response.

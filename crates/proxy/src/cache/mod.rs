@@ -23,6 +23,20 @@ pub struct Entry {
     pub meta: StoredMeta,
     pub fields: FieldList,
     pub reason: Bytes,
+    /// Content-Type, kept apart for the access log of every hit.
+    pub content_type: Option<Bytes>,
+}
+
+impl Entry {
+    pub fn new(meta: StoredMeta, fields: FieldList, reason: Bytes) -> Entry {
+        let content_type = fields.first(b"content-type").map(Bytes::copy_from_slice);
+        Entry {
+            meta,
+            fields,
+            reason,
+            content_type,
+        }
+    }
 }
 
 pub type Meta = Arc<Entry>;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{
-    evaluate_conditionals, range_for_stored, write_content_range, ConditionalOutcome, Fields,
-    RangeOutcome, NOT_MODIFIED_FIELDS,
+    evaluate_conditionals, range_for_stored, write_content_range, CacheStatus, ConditionalOutcome,
+    Fields, RangeOutcome, NOT_MODIFIED_FIELDS,
 };
 use sepia_http1::{
     end_head, put_header, put_header_u64, put_status_line, reason_phrase, ChunkSizeLine,
@@ -19,6 +19,7 @@ use sepia_http1::{
 use sepia_observe::ResultCode;
 use sepia_store::{BodyLength, FillError, FillHead, FillReader, Object};
 
+use super::flow::CACHE_NAME;
 use super::{HeadFields, Meta};
 use crate::client::ClientSide;
 use crate::exchange::Outcome;
@@ -33,8 +34,13 @@ pub async fn serve_object(
     obj: &Arc<Object<Meta>>,
     now: u64,
     result: ResultCode,
-    cache_status: &[u8],
+    cache_status: CacheStatus<'_>,
 ) -> Outcome {
+    // Written into a buffer the connection keeps, so a hit allocates nothing for it.
+    let mut status_buf = std::mem::take(&mut cs.status_buf);
+    status_buf.clear();
+    cache_status.write(CACHE_NAME, &mut status_buf);
+    let cache_status: &[u8] = &status_buf;
     let entry = obj.meta();
     let keep = req.keep_alive && !cs.shutting_down();
     let age = entry.meta.age_field_value(now);
@@ -45,10 +51,7 @@ pub async fn serve_object(
         keep_client: keep,
         result,
         peer: None,
-        content_type: entry
-            .fields
-            .first(b"content-type")
-            .map(Bytes::copy_from_slice),
+        content_type: entry.content_type.clone(),
         local: None,
     };
     let len = obj.body_len();
@@ -153,6 +156,7 @@ pub async fn serve_object(
         Ok(n) => outcome.bytes_sent = n,
         Err(_) => outcome.keep_client = false,
     }
+    cs.status_buf = status_buf;
     outcome
 }
 
@@ -165,8 +169,13 @@ pub async fn serve_fill(
     head: FillHead<Meta>,
     mut reader: FillReader<Meta>,
     now: u64,
-    cache_status: &[u8],
+    cache_status: CacheStatus<'_>,
 ) -> Outcome {
+    // Written into a buffer the connection keeps, so a hit allocates nothing for it.
+    let mut status_buf = std::mem::take(&mut cs.status_buf);
+    status_buf.clear();
+    cache_status.write(CACHE_NAME, &mut status_buf);
+    let cache_status: &[u8] = &status_buf;
     let obj = &head.object;
     let entry = obj.meta();
     let t = &shared.config.timeouts;
@@ -183,10 +192,7 @@ pub async fn serve_fill(
         keep_client: keep,
         result: ResultCode::TcpHit,
         peer: None,
-        content_type: entry
-            .fields
-            .first(b"content-type")
-            .map(Bytes::copy_from_slice),
+        content_type: entry.content_type.clone(),
         local: None,
     };
     cs.head_buf.clear();
@@ -211,6 +217,7 @@ pub async fn serve_fill(
         Ok(()) => (obj.head().len() + cs.head_buf.len()) as u64,
         Err(_) => {
             outcome.keep_client = false;
+            cs.status_buf = status_buf;
             return outcome;
         }
     };
@@ -253,6 +260,7 @@ pub async fn serve_fill(
         sent += parts.iter().map(|p| p.len() as u64).sum::<u64>();
     }
     outcome.bytes_sent = sent;
+    cs.status_buf = status_buf;
     outcome
 }
 
