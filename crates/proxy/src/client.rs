@@ -154,6 +154,7 @@ pub(crate) fn local_error(status: u16, detail: &'static str, keep_client: bool) 
         peer: None,
         content_type: None,
         local: Some((status, detail)),
+        body_complete: false,
     }
 }
 
@@ -253,21 +254,14 @@ async fn dispatch(
             let Ok(host) = std::str::from_utf8(auth.host) else {
                 return local_error(400, "invalid host in the request URL", false);
             };
-            let addrs = match shared.resolver.resolve(host, auth.port.unwrap_or(80)).await {
-                Ok(a) => a,
-                Err(_) => {
-                    return local_error(
-                        502,
-                        "the origin's host name could not be resolved",
-                        no_body_pending,
-                    )
-                }
-            };
             // With absolute-form, the target's authority replaces any Host received (RFC 9112 §3.2.2).
             let up = Upstream {
                 target: &target.origin_form,
-                host: &target.authority,
-                origins: Origins::Addrs(&addrs),
+                host: Some(&target.authority),
+                origins: Origins::Host {
+                    host,
+                    port: auth.port.unwrap_or(80),
+                },
             };
             cache::handle(shared, cs, req, up, &target.authority, &target.origin_form).await
         }
@@ -285,13 +279,10 @@ async fn dispatch(
             let Some((route, state)) = shared.route(auth.host) else {
                 return local_error(404, "no route for this host", no_body_pending);
             };
-            let host: &[u8] = match &route.host_header {
-                HostHeader::Pass => &host_value,
-                HostHeader::Origin => state
-                    .origins
-                    .first()
-                    .map_or(&host_value[..], |o| &o.authority[..]),
-                HostHeader::Fixed(v) => v.as_bytes(),
+            let host: Option<&[u8]> = match &route.host_header {
+                HostHeader::Pass => Some(&host_value),
+                HostHeader::Origin => None,
+                HostHeader::Fixed(v) => Some(v.as_bytes()),
             };
             let up = Upstream {
                 target: &origin_form,

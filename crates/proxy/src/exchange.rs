@@ -6,7 +6,7 @@
 //! connection to the pool when both messages ended cleanly and it may be reused.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use bytes::{Bytes, BytesMut};
 use sepia_http1::{
@@ -31,15 +31,16 @@ const ORIGIN_READ_ROOM: usize = 16 * 1024;
 pub enum Origins<'a> {
     /// Reverse mode: a route's origins, round-robin with failover on connect errors.
     Route(&'a RouteState),
-    /// Forward mode: the resolved addresses of the requested host.
-    Addrs(&'a [SocketAddr]),
+    /// Forward mode: the requested host (a name or an IP literal) and port. Names are
+    /// resolved only when a connection is needed, so a cache hit never waits on DNS.
+    Host { host: &'a str, port: u16 },
 }
 
 pub struct Upstream<'a> {
     /// The origin-form target to send.
     pub target: &'a [u8],
-    /// The Host value to send.
-    pub host: &'a [u8],
+    /// The Host value to send; `None` sends the authority of the origin the route picked.
+    pub host: Option<&'a [u8]>,
     pub origins: Origins<'a>,
 }
 
@@ -51,6 +52,9 @@ pub struct Outcome {
     pub result: ResultCode,
     pub peer: Option<IpAddr>,
     pub content_type: Option<Bytes>,
+    /// The origin's response body was read to its end (what a cache fill may commit), even
+    /// if the client stopped reading it.
+    pub body_complete: bool,
     /// A response Sepia generates itself (an error, or a PURGE answer), written by the caller.
     pub local: Option<(u16, &'static str)>,
 }
@@ -65,6 +69,7 @@ impl Outcome {
             peer: None,
             content_type: None,
             local: Some((status, detail)),
+            body_complete: false,
         }
     }
 
@@ -77,6 +82,7 @@ impl Outcome {
             peer: None,
             content_type: None,
             local: None,
+            body_complete: false,
         }
     }
 }
@@ -129,33 +135,34 @@ pub async fn fetch(
     // with no body already consumed from the client.
     let retryable =
         !has_body && !matches!(req.method, Method::Post | Method::Patch | Method::Other);
+    // With a body still unread on the client connection, an error answer must close it.
+    let keep_on_error = !has_body && req.keep_alive;
+    // A refused connection is a bad gateway; one that never completes is a gateway timeout.
+    let unreachable = |e: io::Error| match e.kind() {
+        io::ErrorKind::TimedOut => Outcome::error(
+            504,
+            "connecting to the origin server timed out",
+            keep_on_error,
+        ),
+        io::ErrorKind::NotFound => Outcome::error(
+            502,
+            "the origin's host name could not be resolved",
+            keep_on_error,
+        ),
+        _ => Outcome::error(502, "could not connect to the origin server", keep_on_error),
+    };
+    let (mut origin, picked) = obtain(shared, &up.origins).await.map_err(unreachable)?;
     cs.head_buf.clear();
     heads::origin_request(
         &mut cs.head_buf,
         req,
         up.target,
-        up.host,
+        up.host.or(picked.as_deref()).unwrap_or_default(),
         &shared.config.headers,
         &shared.via,
         &cs.info,
         cond,
     );
-    // With a body still unread on the client connection, an error answer must close it.
-    let keep_on_error = !has_body && req.keep_alive;
-    // A refused connection is a bad gateway; one that never completes is a gateway timeout.
-    let unreachable = |e: io::Error| {
-        if e.kind() == io::ErrorKind::TimedOut {
-            Outcome::error(
-                504,
-                "connecting to the origin server timed out",
-                keep_on_error,
-            )
-        } else {
-            Outcome::error(502, "could not connect to the origin server", keep_on_error)
-        }
-    };
-
-    let mut origin = obtain(shared, &up.origins).await.map_err(unreachable)?;
     let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
     let mut retried = false;
     loop {
@@ -230,10 +237,14 @@ pub fn settle_unrelayed(shared: &Shared, req: &RequestHead, resp: &ResponseHead,
     }
 }
 
-/// A connection to the route's next origin (failing over on connect errors) or to the host.
-async fn obtain(shared: &Shared, origins: &Origins<'_>) -> io::Result<OriginConn> {
+/// A connection to the route's next origin (failing over on connect errors) or to the host,
+/// with the authority of the route's origin it reached (for `host_header = "origin"`).
+async fn obtain(shared: &Shared, origins: &Origins<'_>) -> io::Result<(OriginConn, Option<Bytes>)> {
     match origins {
-        Origins::Addrs(addrs) => shared.pool.get(addrs).await,
+        Origins::Host { host, port } => {
+            let addrs = shared.resolver.resolve(host, *port).await?;
+            Ok((shared.pool.get(&addrs).await?, None))
+        }
         Origins::Route(route) => {
             let n = route.origins.len();
             let start = route.start();
@@ -248,7 +259,7 @@ async fn obtain(shared: &Shared, origins: &Origins<'_>) -> io::Result<OriginConn
                     }
                 };
                 match shared.pool.get(addrs.as_slice()).await {
-                    Ok(c) => return Ok(c),
+                    Ok(c) => return Ok((c, Some(origin.authority.clone()))),
                     Err(e) => last = e,
                 }
             }
@@ -307,7 +318,7 @@ async fn send_request(
         Ok(_) => Ok(()),
         Err(RelayError::Framing(_)) => Err(SendError::ClientFraming),
         Err(RelayError::SourceClosed | RelayError::Source(_)) => Err(SendError::ClientGone),
-        Err(RelayError::Dest(_)) => Err(SendError::Origin),
+        Err(RelayError::Dest(_) | RelayError::DestAfterDrain(_)) => Err(SendError::Origin),
     }
 }
 
@@ -406,6 +417,7 @@ pub async fn relay_response(
         peer: Some(origin.addr.ip()),
         content_type: resp.get(HeaderId::ContentType).cloned(),
         local: None,
+        body_complete: false,
     };
     let mut origin = origin;
     let done = match BodyIn::new(framing) {
@@ -434,6 +446,16 @@ pub async fn relay_response(
     match done {
         Ok(n) => {
             outcome.bytes_sent = n;
+            outcome.body_complete = true;
+            if origin_reusable && obuf.is_empty() {
+                shared.pool.checkin(origin);
+            }
+        }
+        Err(e @ RelayError::DestAfterDrain(_)) => {
+            tracing::debug!("client gone; the fill read the body to its end: {e}");
+            outcome.keep_client = false;
+            outcome.result = ResultCode::TcpMissAborted;
+            outcome.body_complete = true;
             if origin_reusable && obuf.is_empty() {
                 shared.pool.checkin(origin);
             }

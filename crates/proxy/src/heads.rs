@@ -13,10 +13,11 @@ use sepia_http1::{
 
 use crate::relay::BodyOut;
 
-/// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection.
+/// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection (any
+/// field, well-known ones such as Cache-Control included, RFC 9110 §7.6.1).
 /// `has_connection` is whether the message had a Connection header at all (skips the search).
 fn is_hop(h: &Header, has_connection: bool, connection_lists: impl Fn(&[u8]) -> bool) -> bool {
-    h.id.is_hop_by_hop() || (has_connection && h.id == HeaderId::Other && connection_lists(&h.name))
+    h.id.is_hop_by_hop() || (has_connection && connection_lists(&h.name))
 }
 
 /// How the client's conditional fields reach the origin. A cache fill strips them (the
@@ -41,15 +42,11 @@ impl Conditionals<'static> {
     };
 }
 
+/// The conditionals a cache answers itself from what it stores (RFC 9111 §4.3.2). If-Match,
+/// If-Unmodified-Since and If-Range go to the origin, whose answer (412, 200) is what the
+/// client must get.
 fn is_conditional(id: HeaderId) -> bool {
-    matches!(
-        id,
-        HeaderId::IfNoneMatch
-            | HeaderId::IfModifiedSince
-            | HeaderId::IfMatch
-            | HeaderId::IfUnmodifiedSince
-            | HeaderId::IfRange
-    )
+    matches!(id, HeaderId::IfNoneMatch | HeaderId::IfModifiedSince)
 }
 
 /// What the proxy knows about the client, computed once per connection.
@@ -286,7 +283,14 @@ mod tests {
             String::from_utf8(out.to_vec()).unwrap()
         };
         let stripped = build(&Conditionals::STRIP);
-        assert!(!stripped.contains("If-"), "{stripped}");
+        assert!(
+            !stripped.contains("If-None-Match") && !stripped.contains("If-Modified-Since"),
+            "{stripped}"
+        );
+        assert!(
+            stripped.contains("If-Range: x\r\n"),
+            "If-Range is the origin's to answer"
+        );
         assert!(stripped.contains("X-Keep: 1\r\n"));
         let revalidating = build(&Conditionals {
             strip: true,
@@ -295,6 +299,7 @@ mod tests {
         });
         assert!(revalidating.contains("If-None-Match: \"stored\"\r\n"));
         assert!(!revalidating.contains("client") && !revalidating.contains("If-Modified-Since"));
+        assert_eq!(revalidating.matches("If-None-Match").count(), 1);
         let passed = build(&Conditionals::AS_RECEIVED);
         assert!(passed.contains("If-None-Match: \"client\"") && passed.contains("If-Range: x"));
     }
@@ -302,7 +307,7 @@ mod tests {
     #[test]
     fn hop_by_hop_fields_are_not_forwarded() {
         let head = origin_head(
-            "POST /p HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\n\
+            "POST /p HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret, Cache-Control\r\nX-Secret: 1\r\nCache-Control: no-cache\r\n\
              Keep-Alive: timeout=5\r\nTE: trailers\r\nUpgrade: h2c\r\nProxy-Connection: x\r\n\
              Proxy-Authorization: Basic Zm9vOmJhcg==\r\nExpect: 100-continue\r\nX-Kept: yes\r\n\
              Content-Length: 3\r\n\r\n",

@@ -59,6 +59,10 @@ pub enum RelayError {
     Framing(ChunkError),
     /// Writing to the destination failed or timed out.
     Dest(io::Error),
+    /// Writing to the destination failed, but with a tee the source was still read to its
+    /// end and every piece passed to the tee (a cache fill others are reading survives the
+    /// client that started it).
+    DestAfterDrain(io::Error),
 }
 
 impl std::fmt::Display for RelayError {
@@ -70,6 +74,9 @@ impl std::fmt::Display for RelayError {
             RelayError::Source(e) => write!(f, "reading the body failed: {e}"),
             RelayError::Framing(e) => write!(f, "invalid chunked framing: {e:?}"),
             RelayError::Dest(e) => write!(f, "writing the body failed: {e}"),
+            RelayError::DestAfterDrain(e) => {
+                write!(f, "writing the body failed (source drained): {e}")
+            }
         }
     }
 }
@@ -103,6 +110,7 @@ where
 {
     let mut prefix = prefix;
     let mut sent = 0u64;
+    let mut dest_failed: Option<io::Error> = None;
     loop {
         let step = match body {
             BodyIn::Length(d) => match d.decode(buf) {
@@ -123,10 +131,19 @@ where
                 if let Some(tee) = tee.as_mut() {
                     tee(&data);
                 }
-                sent += write_data(dst, prefix, &data, out, limits.write).await?;
+                if dest_failed.is_none() {
+                    match write_data(dst, prefix, &data, out, limits.write).await {
+                        Ok(n) => sent += n,
+                        Err(RelayError::Dest(e)) if tee.is_some() => dest_failed = Some(e),
+                        Err(e) => return Err(e),
+                    }
+                }
                 prefix = &[];
             }
             Step::End(trailers) => {
+                if let Some(e) = dest_failed {
+                    return Err(RelayError::DestAfterDrain(e));
+                }
                 sent += write_end(dst, prefix, &trailers, out, limits.write).await?;
                 return Ok(sent);
             }
@@ -137,6 +154,9 @@ where
                 if n == 0 {
                     if matches!(body, BodyIn::UntilClose) {
                         // A close-delimited body ends at EOF (RFC 9112 §6.3 rule 8).
+                        if let Some(e) = dest_failed {
+                            return Err(RelayError::DestAfterDrain(e));
+                        }
                         sent += write_end(dst, prefix, &[], out, limits.write).await?;
                         return Ok(sent);
                     }
@@ -324,6 +344,67 @@ mod tests {
         let (r, out) = run(BodyFraming::Chunked, b"5\r\nabcde\r\n", BodyOut::Chunked).await;
         assert!(matches!(r, Err(RelayError::SourceClosed)));
         assert!(!out.ends_with(b"0\r\n\r\n"));
+    }
+
+    /// A writer whose peer has gone away.
+    struct Gone;
+    impl tokio::io::AsyncWrite for Gone {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()))
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tee_drains_the_source_after_the_destination_fails() {
+        let mut src = tokio_test_reader(b"0123456789abcdef");
+        let mut buf = BytesMut::new();
+        let mut body = BodyIn::new(BodyFraming::Length(16)).unwrap();
+        let mut seen = Vec::new();
+        let mut tee = |d: &[u8]| seen.extend_from_slice(d);
+        let r = relay_body(
+            &mut src,
+            &mut buf,
+            &mut body,
+            &mut Gone,
+            BodyOut::Raw,
+            b"",
+            LIMITS,
+            Some(&mut tee),
+        )
+        .await;
+        assert!(matches!(r, Err(RelayError::DestAfterDrain(_))), "{r:?}");
+        assert_eq!(seen, b"0123456789abcdef", "the fill got the whole body");
+        // Without a tee there is nothing to drain for: stop at once.
+        let mut src = tokio_test_reader(b"0123456789abcdef");
+        let mut body = BodyIn::new(BodyFraming::Length(16)).unwrap();
+        let r = relay_body(
+            &mut src,
+            &mut BytesMut::new(),
+            &mut body,
+            &mut Gone,
+            BodyOut::Raw,
+            b"",
+            LIMITS,
+            None,
+        )
+        .await;
+        assert!(matches!(r, Err(RelayError::Dest(_))), "{r:?}");
     }
 
     #[tokio::test]

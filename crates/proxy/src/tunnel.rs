@@ -31,6 +31,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         peer: None,
         content_type: None,
         local: Some((status, detail)),
+        body_complete: false,
     };
     // CONNECT's target is authority-form and must name a port (RFC 9112 §3.2.3).
     let Some(auth) = split_authority(&req.target) else {
@@ -61,6 +62,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         return Outcome {
             keep_client: false,
             local: None,
+            body_complete: false,
             ..fail(200, "")
         };
     }
@@ -76,6 +78,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         peer: Some(origin.addr.ip()),
         content_type: None,
         local: None,
+        body_complete: false,
     }
 }
 

@@ -76,7 +76,11 @@ async fn route(
         }
         return outcome;
     }
-    if !matches!(req.method, Method::Get | Method::Head) {
+    // A GET or HEAD with a body is passed through whole: answering it from the cache would leave
+    // its body unread on the connection, to be parsed as the next request (a desync a hit and a
+    // miss would frame differently, RFC 9112 §11.2).
+    if !matches!(req.method, Method::Get | Method::Head) || req.body_framing() != BodyFraming::Empty
+    {
         return forward(shared, cs, req, up).await;
     }
     let fields = HeadFields(&req.headers);
@@ -276,6 +280,17 @@ async fn revalidate(
         outcome.peer = Some(origin_ip);
         return outcome;
     }
+    if status == 304 {
+        // A 304 that selects no stored response (RFC 9111 §4.3.4) must not update it, and the
+        // client, which may not have sent a conditional, must not receive it either.
+        writer.abort();
+        drop(fetched);
+        return Outcome::error(
+            502,
+            "the origin answered 304 for a response Sepia does not hold",
+            false,
+        );
+    }
     if is_error_status(status) && usable_on_error(&entry.meta, rcc, unix_now(), &cache.policy) {
         writer.release();
         let origin_ip = fetched.origin.addr.ip();
@@ -351,7 +366,14 @@ async fn store_and_relay(
     let mut secondary = Vec::new();
     let vary = vary_key(&fields, &HeadFields(&req.headers), &mut secondary);
     let framing = resp.body_framing(req.method);
-    if !storable.is_storable() || vary == VaryKey::Never || !meta.is_worth_storing() {
+    // A close-delimited body cannot be told apart from one cut short by an origin that died
+    // (RFC 9112 §8): relay it, but never store it.
+    let complete_known = framing != BodyFraming::UntilClose;
+    if !storable.is_storable()
+        || vary == VaryKey::Never
+        || !meta.is_worth_storing()
+        || !complete_known
+    {
         writer.release();
         let mut status = CacheStatus::forward(fwd).with_fwd_status(resp.status);
         if let sepia_cache_policy::Storability::NotStorable(why) = storable {
@@ -376,10 +398,12 @@ async fn store_and_relay(
     let mut body = writer.publish_head(head, entry, Bytes::from(secondary), length);
     let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
     let outcome = relay_response(shared, cs, req, fetched, Some(&mut tee), &extra).await;
-    if outcome.result == ResultCode::TcpMissAborted {
+    if outcome.body_complete {
+        if let Err(e) = body.finish() {
+            tracing::debug!("not stored: {e}");
+        }
+    } else {
         body.abort();
-    } else if let Err(e) = body.finish() {
-        tracing::debug!("not stored: {e}");
     }
     outcome
 }

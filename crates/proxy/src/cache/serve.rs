@@ -53,6 +53,7 @@ pub async fn serve_object(
         peer: None,
         content_type: entry.content_type.clone(),
         local: None,
+        body_complete: false,
     };
     let len = obj.body_len();
     let head_only = req.method == sepia_http1::Method::Head;
@@ -134,8 +135,10 @@ pub async fn serve_object(
                     write_with_body(cs, &head, &part, shared).await
                 }
                 RangeOutcome::Unsatisfiable => {
+                    // A minimal 416 (RFC 9110 §15.5.17), not the stored fields: their freshness
+                    // would let a downstream cache keep the error in place of the content.
                     outcome.status = 416;
-                    let head = status_head(obj, 416, b"Range Not Satisfiable", shared);
+                    put_status_line(&mut cs.head_buf, Version::Http11, 416, reason_phrase(416));
                     let mut range = Vec::with_capacity(48);
                     write_content_range(RangeOutcome::Unsatisfiable, len, &mut range);
                     put_header(&mut cs.head_buf, b"Content-Range", &range);
@@ -147,7 +150,7 @@ pub async fn serve_object(
                         keep,
                         req.version,
                     );
-                    write_with_body(cs, &head, &[], shared).await
+                    write_with_body(cs, &[], &[], shared).await
                 }
             }
         }
@@ -194,6 +197,7 @@ pub async fn serve_fill(
         peer: None,
         content_type: entry.content_type.clone(),
         local: None,
+        body_complete: false,
     };
     cs.head_buf.clear();
     if chunked {
