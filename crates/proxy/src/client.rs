@@ -209,7 +209,7 @@ async fn read_head(
 
 /// Decides where a request goes: the recv → route → pass/tunnel step of the state machine.
 async fn dispatch(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     cs: &mut ClientSide,
     req: &RequestHead,
     mode: Mode,

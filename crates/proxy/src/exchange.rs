@@ -239,7 +239,10 @@ pub fn settle_unrelayed(shared: &Shared, req: &RequestHead, resp: &ResponseHead,
 
 /// A connection to the route's next origin (failing over on connect errors) or to the host,
 /// with the authority of the route's origin it reached (for `host_header = "origin"`).
-async fn obtain(shared: &Shared, origins: &Origins<'_>) -> io::Result<(OriginConn, Option<Bytes>)> {
+pub(crate) async fn obtain(
+    shared: &Shared,
+    origins: &Origins<'_>,
+) -> io::Result<(OriginConn, Option<Bytes>)> {
     match origins {
         Origins::Host { host, port } => {
             let addrs = shared.resolver.resolve(host, *port).await?;

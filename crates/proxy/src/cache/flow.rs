@@ -17,10 +17,10 @@ use sepia_observe::ResultCode;
 use sepia_store::{BodyLength, FillReader, FillWriter, FinishOutcome, Lookup, Object};
 
 use super::serve::{serve_fill, serve_object};
-use super::{stored_head, unix_now, Cache, Entry, HeadFields, Meta};
+use super::{background, stored_head, unix_now, Cache, Entry, HeadFields, Meta};
 use crate::client::{local_error, ClientSide};
 use crate::exchange::{
-    fetch, forward, relay_response, settle_unrelayed, Fetched, Outcome, Upstream,
+    fetch, forward, relay_response, settle_unrelayed, Fetched, Origins, Outcome, Upstream,
 };
 use crate::heads::Conditionals;
 use crate::shared::Shared;
@@ -31,7 +31,7 @@ pub const CACHE_NAME: &str = "sepia";
 /// Handles a request through the cache (or passes it when caching is off). `authority` and
 /// `target` form the cache key (RFC 9111 §2).
 pub async fn handle(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     cs: &mut ClientSide,
     req: &RequestHead,
     up: Upstream<'_>,
@@ -49,7 +49,7 @@ pub async fn handle(
 }
 
 async fn route(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     cache: &Cache,
     cs: &mut ClientSide,
     req: &RequestHead,
@@ -106,6 +106,14 @@ async fn route(
     };
     match lookup {
         Lookup::Hit(obj) => match evaluate(&obj.meta().meta, &rcc, now, &cache.policy) {
+            Decision::StaleWhileRevalidate(f) if !partial => {
+                // RFC 5861 §3: serve the stale copy now; one background request refreshes it.
+                if let Lookup::Miss(writer) = cache.store.refresh(key, select) {
+                    start_background_revalidation(shared, cs, req, &up, key, &obj, writer);
+                }
+                let status = CacheStatus::hit(f.ttl()).with_detail("stale-while-revalidate");
+                serve_object(shared, cs, req, &obj, now, ResultCode::TcpMemHit, status).await
+            }
             Decision::Fresh(f) | Decision::StaleAllowed(f) | Decision::StaleWhileRevalidate(f) => {
                 let status = CacheStatus::hit(f.ttl());
                 serve_object(shared, cs, req, &obj, now, ResultCode::TcpMemHit, status).await
@@ -169,6 +177,63 @@ async fn route(
         }
         Lookup::Pending(reader) => collapse(shared, cs, req, up, reader).await,
     }
+}
+
+/// Prepares the conditional request for a background revalidation and starts it.
+fn start_background_revalidation(
+    shared: &Arc<Shared>,
+    cs: &ClientSide,
+    req: &RequestHead,
+    up: &Upstream<'_>,
+    key: &[u8],
+    obj: &Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+) {
+    let (target, host) = match &up.origins {
+        Origins::Route(state) => {
+            let Some(i) = shared.routes.iter().position(|r| std::ptr::eq(r, *state)) else {
+                return;
+            };
+            let first = state
+                .origins
+                .first()
+                .map(|o| o.authority.clone())
+                .unwrap_or_default();
+            (
+                background::Target::Route(i),
+                up.host.map_or(first, Bytes::copy_from_slice),
+            )
+        }
+        Origins::Host { host, port } => (
+            background::Target::Host((*host).to_owned(), *port),
+            Bytes::copy_from_slice(up.host.unwrap_or_default()),
+        ),
+    };
+    let v = validators(&obj.meta().meta);
+    let cond = Conditionals {
+        strip: true,
+        if_none_match: v.if_none_match,
+        if_modified_since: v.if_modified_since,
+    };
+    let mut head = bytes::BytesMut::with_capacity(512);
+    crate::heads::origin_request(
+        &mut head,
+        req,
+        up.target,
+        &host,
+        &shared.config.headers,
+        &shared.via,
+        &cs.info,
+        &cond,
+    );
+    background::spawn(
+        shared.clone(),
+        key.to_vec(),
+        head.freeze(),
+        target,
+        obj.clone(),
+        writer,
+    );
 }
 
 /// Passes the request through without involving the store, saying why in Cache-Status.

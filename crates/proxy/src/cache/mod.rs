@@ -2,6 +2,7 @@
 //! `sepia-cache-policy` (pure functions), storage from `sepia-store` (memory store with
 //! collapsed, streaming fills). This module only connects them to the connection.
 
+mod background;
 mod fields;
 mod flow;
 mod serve;

@@ -1,0 +1,181 @@
+//! Revalidation in the background (RFC 5861 §3, stale-while-revalidate): the client that found
+//! the stale copy is served at once, and this task asks the origin on its own, without a client
+//! connection, then freshens or replaces the stored variant through the store's refresh fill
+//! (so concurrent requests collapse onto it instead of each revalidating).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use sepia_cache_policy::{
+    freshen_headers, is_storable, select_for_update, FieldList, Fields, StoredMeta,
+};
+use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
+use sepia_store::{BodyLength, FillWriter, Object};
+use tokio::time::Instant;
+
+use super::{stored_head, unix_now, Entry, HeadFields, Meta};
+use crate::exchange::{obtain, Origins};
+use crate::io::{read_more, write_parts_within};
+use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
+use crate::shared::Shared;
+
+/// Where the revalidation goes, owned so the task can outlive the request.
+pub enum Target {
+    Route(usize),
+    Host(String, u16),
+}
+
+/// Starts the revalidation of `obj` with the prepared conditional request `head`.
+pub fn spawn(
+    shared: Arc<Shared>,
+    key: Vec<u8>,
+    head: Bytes,
+    target: Target,
+    obj: Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+) {
+    tokio::spawn(async move {
+        if let Err(why) = revalidate(&shared, &key, &head, &target, &obj, writer).await {
+            tracing::debug!("background revalidation gave up: {why}");
+        }
+    });
+}
+
+async fn revalidate(
+    shared: &Shared,
+    key: &[u8],
+    head: &[u8],
+    target: &Target,
+    obj: &Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+) -> Result<(), &'static str> {
+    let cache = shared.cache.as_ref().ok_or("caching is off")?;
+    let t = &shared.config.timeouts;
+    let origins = match target {
+        Target::Route(i) => Origins::Route(&shared.routes[*i]),
+        Target::Host(host, port) => Origins::Host { host, port: *port },
+    };
+    // Dropping `writer` on any early return aborts the refresh; the stale copy stays stored.
+    let (mut origin, _) = obtain(shared, &origins)
+        .await
+        .map_err(|_| "origin unreachable")?;
+    let request_time = unix_now();
+    write_parts_within(&mut origin.stream, &[head], t.origin_first_byte)
+        .await
+        .map_err(|_| "sending the request failed")?;
+    let mut obuf = BytesMut::with_capacity(16 * 1024);
+    let mut resp = ResponseHead::default();
+    let mut decoder = ResponseDecoder::new(Limits::default());
+    let deadline = Instant::now() + t.origin_first_byte;
+    loop {
+        match decoder.decode(&mut obuf, &mut resp) {
+            Ok(true) if (100..200).contains(&resp.status) => continue,
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(_) => return Err("invalid response"),
+        }
+        let read = read_more(
+            &mut origin.stream,
+            &mut obuf,
+            16 * 1024,
+            t.origin_first_byte,
+        );
+        match tokio::time::timeout_at(deadline, read).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return Err("no response"),
+        }
+    }
+    let entry = obj.meta();
+    let fields = HeadFields(&resp.headers);
+    let framing = resp.body_framing(Method::Get);
+    if resp.status == 304 {
+        if select_for_update(&[&entry.meta], &fields) != [0] {
+            return Err("the 304 selects no stored response");
+        }
+        let merged = freshen_headers(&entry.fields, &fields);
+        let meta = StoredMeta::from_response(
+            entry.meta.status,
+            &merged,
+            request_time,
+            unix_now(),
+            key,
+            &cache.policy,
+        );
+        let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
+        let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
+        let mut body = writer.publish_head(
+            head,
+            fresh,
+            obj.secondary().clone(),
+            BodyLength::Known(obj.body_len()),
+        );
+        for chunk in obj.body() {
+            body.append(chunk.clone());
+        }
+        body.finish()
+            .map_err(|_| "storing the freshened response failed")?;
+        if resp.keep_alive && framing == BodyFraming::Empty && obuf.is_empty() {
+            shared.pool.checkin(origin);
+        }
+        return Ok(());
+    }
+    // A new response replaces the stale one when it may be stored under the same variant: the
+    // request that started this carried no body, no no-store (or it would not have been served
+    // stale), and the same Vary-selected fields, so the stored secondary key still applies.
+    let same_vary = fields.first(b"vary") == entry.fields.first(b"vary");
+    let meta = StoredMeta::from_response(
+        resp.status,
+        &fields,
+        request_time,
+        unix_now(),
+        key,
+        &cache.policy,
+    );
+    let storable = is_storable(
+        b"GET",
+        &FieldList::new(),
+        resp.status,
+        &fields,
+        &cache.policy,
+    )
+    .is_storable();
+    if !storable || !same_vary || !meta.is_worth_storing() || framing == BodyFraming::UntilClose {
+        writer.release();
+        return Ok(());
+    }
+    let kept = sepia_cache_policy::StoredFieldFilter::new(&fields, true).stored_fields();
+    let head = stored_head(resp.status, &resp.reason, &kept, shared.via());
+    let length = match framing {
+        BodyFraming::Length(n) => BodyLength::Known(n),
+        BodyFraming::Empty => BodyLength::Known(0),
+        _ => BodyLength::Unknown,
+    };
+    let entry = Arc::new(Entry::new(meta, kept, resp.reason.clone()));
+    let mut body = writer.publish_head(head, entry, obj.secondary().clone(), length);
+    if let Some(mut incoming) = BodyIn::new(framing) {
+        let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
+        let limits = Deadlines {
+            read: t.origin_first_byte,
+            write: t.origin_first_byte,
+        };
+        let mut nowhere = tokio::io::sink();
+        relay_body(
+            &mut origin.stream,
+            &mut obuf,
+            &mut incoming,
+            &mut nowhere,
+            BodyOut::Raw,
+            b"",
+            limits,
+            Some(&mut tee),
+        )
+        .await
+        .map_err(|_| "the new body did not arrive whole")?;
+    }
+    body.finish()
+        .map_err(|_| "the new body did not match its length")?;
+    if resp.keep_alive && obuf.is_empty() {
+        shared.pool.checkin(origin);
+    }
+    Ok(())
+}
