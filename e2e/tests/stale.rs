@@ -16,11 +16,13 @@ fn get(sepia: &Sepia, path: &str) -> Response {
 #[test]
 fn stale_while_revalidate_serves_stale_then_refreshes_in_the_background() {
     let (origin, sepia) = reverse();
-    let path = "/cc/max-age=1,stale-while-revalidate=60/swr";
+    // max-age=3: long enough that the refreshed copy is surely still fresh when asked for
+    // again, with the proxy's whole-second clock.
+    let path = "/cc/max-age=3,stale-while-revalidate=60/swr";
     let first = get(&sepia, path);
     assert_eq!(first.status, 200);
     assert_eq!(origin.request_count(), 1);
-    std::thread::sleep(Duration::from_millis(2100));
+    std::thread::sleep(Duration::from_millis(4100));
 
     // Stale but within the window: answered from the cache without waiting for the origin.
     let stale = get(&sepia, path);
@@ -43,21 +45,15 @@ fn stale_while_revalidate_serves_stale_then_refreshes_in_the_background() {
         "one refresh, not one per request"
     );
 
-    // The refreshed copy is fresh: a plain hit, younger than the stale one was.
+    // The refreshed copy is fresh: a plain hit (the stale copy would still say
+    // stale-while-revalidate; Age is too coarse, in whole seconds, to compare reliably).
     let fresh = get(&sepia, path);
     let status = fresh.header("cache-status").unwrap_or("");
     assert!(
         status.contains("hit") && !status.contains("stale"),
         "{status}"
     );
-    let age: u64 = fresh
-        .header("age")
-        .and_then(|a| a.parse().ok())
-        .expect("Age on a hit");
-    assert!(
-        age < 2,
-        "Age {age}: the refresh did not replace the stale copy"
-    );
+    assert!(fresh.header("age").is_some(), "Age on a hit");
     assert_eq!(origin.request_count(), 2);
 }
 

@@ -59,6 +59,8 @@ pub struct ClientSide {
     pub key: Vec<u8>,
     /// Where a hit's Cache-Status value is written, reused.
     pub status_buf: Vec<u8>,
+    /// The origin read buffer, reused by every exchange on this connection.
+    pub obuf: BytesMut,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -97,6 +99,7 @@ pub async fn serve(
         resp: ResponseHead::default(),
         key: Vec::new(),
         status_buf: Vec::new(),
+        obuf: BytesMut::new(),
         shutdown,
     };
     let mut decoder = RequestDecoder::new(shared.limits);
@@ -134,6 +137,7 @@ pub async fn serve(
         // Drop this request's slices of the read buffer: with no other reference left, the
         // next read reuses the same allocation instead of allocating a new one.
         req.clear();
+        cs.resp.clear();
         if !outcome.keep_client || cs.shutting_down() {
             return Served::Closed;
         }

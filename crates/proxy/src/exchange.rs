@@ -163,7 +163,10 @@ pub async fn fetch(
         &cs.info,
         cond,
     );
-    let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
+    // The connection's origin read buffer, reused across requests (its slices are dropped by
+    // the end of each relay, so growing it reclaims the same allocation).
+    let mut obuf = std::mem::take(&mut cs.obuf);
+    obuf.clear();
     let mut retried = false;
     loop {
         let may_retry = origin.reused && retryable && !retried;
@@ -471,5 +474,7 @@ pub async fn relay_response(
             outcome.result = ResultCode::TcpMissAborted;
         }
     }
+    obuf.clear();
+    cs.obuf = obuf;
     outcome
 }

@@ -150,7 +150,7 @@ async fn revalidate(
         BodyFraming::Empty => BodyLength::Known(0),
         _ => BodyLength::Unknown,
     };
-    let entry = Arc::new(Entry::new(meta, kept, resp.reason.clone()));
+    let entry = Arc::new(Entry::new(meta, kept, Bytes::copy_from_slice(&resp.reason)));
     let mut body = writer.publish_head(head, entry, obj.secondary().clone(), length);
     if let Some(mut incoming) = BodyIn::new(framing) {
         let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));

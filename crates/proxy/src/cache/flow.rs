@@ -247,8 +247,14 @@ async fn pass(
     match fetch(shared, cs, req, &up, &Conditionals::AS_RECEIVED).await {
         Ok(fetched) => {
             let status = cs.resp.status;
-            let extra = header_line(CacheStatus::forward(why).with_fwd_status(status));
-            relay_response(shared, cs, req, fetched, None, &extra).await
+            let mut extra = std::mem::take(&mut cs.status_buf);
+            header_line(
+                &mut extra,
+                CacheStatus::forward(why).with_fwd_status(status),
+            );
+            let outcome = relay_response(shared, cs, req, fetched, None, &extra).await;
+            cs.status_buf = extra;
+            outcome
         }
         Err(outcome) => outcome,
     }
@@ -444,8 +450,11 @@ async fn store_and_relay(
         if let sepia_cache_policy::Storability::NotStorable(why) = storable {
             status = status.with_detail(why.as_str());
         }
-        let extra = header_line(status);
-        return relay_response(shared, cs, req, fetched, None, &extra).await;
+        let mut extra = std::mem::take(&mut cs.status_buf);
+        header_line(&mut extra, status);
+        let outcome = relay_response(shared, cs, req, fetched, None, &extra).await;
+        cs.status_buf = extra;
+        return outcome;
     }
     let kept = StoredFieldFilter::new(&fields, true).stored_fields();
     let head = stored_head(resp.status, &resp.reason, &kept, shared.via());
@@ -454,8 +463,10 @@ async fn store_and_relay(
         BodyFraming::Empty => BodyLength::Known(0),
         BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
     };
-    let entry = Arc::new(Entry::new(meta, kept, resp.reason.clone()));
-    let extra = header_line(
+    let entry = Arc::new(Entry::new(meta, kept, Bytes::copy_from_slice(&resp.reason)));
+    let mut extra = std::mem::take(&mut cs.status_buf);
+    header_line(
+        &mut extra,
         CacheStatus::forward(fwd)
             .with_fwd_status(resp.status)
             .with_stored(),
@@ -463,6 +474,7 @@ async fn store_and_relay(
     let mut body = writer.publish_head(head, entry, Bytes::from(secondary), length);
     let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
     let outcome = relay_response(shared, cs, req, fetched, Some(&mut tee), &extra).await;
+    cs.status_buf = extra;
     if outcome.body_complete {
         if let Err(e) = body.finish() {
             tracing::debug!("not stored: {e}");
@@ -521,11 +533,11 @@ fn gateway_timeout() -> Outcome {
     local_error(504, "only-if-cached: not in cache", true)
 }
 
-/// A complete `Cache-Status: …\r\n` line for a forwarded response.
-fn header_line(status: CacheStatus<'_>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(80);
+/// Writes a complete `Cache-Status: …\r\n` line for a forwarded response into `out` (the
+/// connection's reused buffer, taken out of it for the relay and put back after).
+fn header_line(out: &mut Vec<u8>, status: CacheStatus<'_>) {
+    out.clear();
     out.extend_from_slice(b"Cache-Status: ");
-    status.write(CACHE_NAME, &mut out);
+    status.write(CACHE_NAME, out);
     out.extend_from_slice(b"\r\n");
-    out
 }
