@@ -199,55 +199,44 @@ impl Drop for Guard {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Runs `measure` with a connected socket, its peer address, the built-in configuration's
+    /// shared state and a shutdown receiver, on a throwaway runtime.
+    fn with_parts<T>(
+        measure: impl FnOnce(TcpStream, SocketAddr, Arc<Shared>, watch::Receiver<bool>) -> T,
+    ) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap();
+            let s = TcpStream::connect(addr).await.unwrap();
+            let config = Arc::new(Config::builtin_default());
+            let shared = Arc::new(Shared::new(config, AccessLog::disabled()).unwrap());
+            let (_tx, rx) = watch::channel(false);
+            measure(s, addr, shared, rx)
+        })
+    }
+
     #[test]
     fn a_parked_connection_is_small() {
-        fn size_of_serve() -> usize {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let addr = l.local_addr().unwrap();
-                let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                let config = std::sync::Arc::new(sepia_config::Config::builtin_default());
-                let shared = std::sync::Arc::new(
-                    crate::shared::Shared::new(config, sepia_observe::AccessLog::disabled())
-                        .unwrap(),
-                );
-                let (_tx, rx) = tokio::sync::watch::channel(false);
-                let fut = crate::client::serve(shared, s, addr, sepia_config::Mode::Forward, rx);
-                std::mem::size_of_val(&fut)
-            })
-        }
-        fn size_of_park() -> usize {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                let addr = l.local_addr().unwrap();
-                let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-                let config = std::sync::Arc::new(sepia_config::Config::builtin_default());
-                let shared = std::sync::Arc::new(
-                    crate::shared::Shared::new(config, sepia_observe::AccessLog::disabled())
-                        .unwrap(),
-                );
-                let (_tx, rx) = tokio::sync::watch::channel(false);
-                let tracker = std::sync::Arc::new(super::Tracker::default());
-                let conn = super::Conn {
-                    shared,
-                    peer: addr,
-                    mode: sepia_config::Mode::Forward,
-                    stop: rx,
-                    _guard: tracker.enter(),
-                };
-                let fut = super::park(conn, s);
-                std::mem::size_of_val(&fut)
-            })
-        }
-        let (serve, park) = (size_of_serve(), size_of_park());
+        let serve = with_parts(|s, addr, shared, rx| {
+            std::mem::size_of_val(&client::serve(shared, s, addr, Mode::Forward, rx))
+        });
+        let park = with_parts(|s, addr, shared, rx| {
+            let tracker = Arc::new(Tracker::default());
+            let conn = Conn {
+                shared,
+                peer: addr,
+                mode: Mode::Forward,
+                stop: rx,
+                _guard: tracker.enter(),
+            };
+            std::mem::size_of_val(&super::park(conn, s))
+        });
         eprintln!("serve future: {serve} bytes, park future: {park} bytes");
         // A parked connection must stay small: this is what 10,000 idle clients cost.
         assert!(park < 768, "park future grew to {park} bytes");
