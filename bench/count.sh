@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Count what one request costs Sepia: syscalls per keep-alive hit and per miss (strace -c -f on
+# every thread, during a fixed number of requests) and instructions per request (callgrind,
+# a run with N requests minus a baseline run without them). Appends (or replaces) the
+# "Counting the costs" section of bench/RESULTS.md. Only 127.0.0.1 is contacted.
+#
+#   bench/count.sh [--sepia-bin PATH] [--sepia-label TEXT] [--hits N] [--misses N]
+#                  [--cg-hits N] [--cg-misses N] [--out FILE]
+set -uo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(dirname "$BENCH_DIR")
+RUN=${BENCH_COUNT_RUN:-$BENCH_DIR/run-count}
+OUT=$BENCH_DIR/RESULTS.md
+PORT_BASE=28200
+HITS=20000 MISSES=5000 CG_HITS=2000 CG_MISSES=1000
+SEPIA_BIN="" SEPIA_LABEL=""
+COMMAND_LINE="bench/count.sh${*:+ $*}"
+
+source "$BENCH_DIR/lib/common.sh"
+source "$BENCH_DIR/lib/targets.sh"
+
+while (($#)); do
+    case $1 in
+        --sepia-bin) SEPIA_BIN=$(realpath "$2"); shift ;;
+        --sepia-label) SEPIA_LABEL=$2; shift ;;
+        --hits) HITS=$2; shift ;;
+        --misses) MISSES=$2; shift ;;
+        --cg-hits) CG_HITS=$2; shift ;;
+        --cg-misses) CG_MISSES=$2; shift ;;
+        --port-base) PORT_BASE=$2; shift ;;
+        --out) OUT=$(realpath -m "$2"); shift ;;
+        *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+for tool in strace valgrind callgrind_annotate ab nginx curl; do
+    command -v "$tool" > /dev/null || { echo "missing $tool: run bench/run.sh once (it installs)" >&2; exit 1; }
+done
+
+rm -rf "$RUN"
+mkdir -p "$RUN"
+chmod 755 "$RUN"
+: > "$RUN/meta.tsv"
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+raise_fd_limit
+assign_ports
+port_busy "$ORIGIN_PORT" || port_busy "${TPORT[sepia]}" && { echo "ports $PORT_BASE.. busy" >&2; exit 1; }
+
+if [[ -z $SEPIA_BIN ]]; then
+    SEPIA_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/release/sepia"
+    SEPIA_LABEL=${SEPIA_LABEL:-"$(git -C "$ROOT" rev-parse --short HEAD) (cargo build --release -p sepia)"}
+    log "building sepia"
+    (cd "$ROOT" && cargo build --release -p sepia) > "$RUN/build.log" 2>&1 \
+        || { echo "build failed: $RUN/build.log" >&2; exit 1; }
+fi
+PORT=${TPORT[sepia]}
+URL="http://127.0.0.1:$PORT"
+meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+meta command "$COMMAND_LINE"
+meta sepia "${SEPIA_LABEL:-$SEPIA_BIN}"
+
+start_origin || exit 1
+
+# --- syscalls ------------------------------------------------------------------------------
+# strace_load NAME CMD...: trace every Sepia thread while CMD runs; the summary lands in
+# $RUN/strace.NAME.txt.
+strace_load() {
+    local name=$1 spid; shift
+    strace -c -f -p "${TPID[sepia]}" -o "$RUN/strace.$name.txt" 2> "$RUN/strace.$name.err" &
+    spid=$!
+    STARTED+=("$spid")
+    sleep 1
+    "$@" > "$RUN/load.$name.txt" 2>&1
+    kill -INT "$spid"
+    wait "$spid"
+}
+
+log "syscalls: starting sepia"
+start_target sepia || { echo "sepia did not start: $FAIL_REASON" >&2; exit 1; }
+prime sepia /1k
+HIT_CMD=(taskset -c "$LOAD_CPU" ab -k -n "$HITS" -c 1 "$URL/1k")
+log "syscalls: ${HIT_CMD[*]}"
+strace_load hit "${HIT_CMD[@]}"
+meta strace_hit "$(python3 "$TOOLS/counts.py" strace "$RUN/strace.hit.txt")"
+meta strace_hit_n "$HITS"
+meta strace_hit_cmd "ab -k -n $HITS -c 1 $URL/1k"
+meta strace_hit_note "$(grep -E 'Complete requests|Keep-Alive requests|Non-2xx' "$RUN/load.hit.txt" | tr -s ' ' | paste -sd ';' | sed 's/;/; /g')"
+MISS_CMD=(taskset -c "$LOAD_CPU" python3 "$TOOLS/seqclient.py" --port "$PORT" --n "$MISSES" --unique "strace-$(date +%s)")
+log "syscalls: ${MISS_CMD[*]}"
+strace_load miss "${MISS_CMD[@]}"
+meta strace_miss "$(python3 "$TOOLS/counts.py" strace "$RUN/strace.miss.txt")"
+meta strace_miss_n "$MISSES"
+meta strace_miss_cmd "bench/tools/seqclient.py --n $MISSES --unique <prefix>"
+meta strace_miss_note "$(tail -1 "$RUN/load.miss.txt"), one keep-alive HTTP/1.1 connection"
+stop_target sepia
+
+# --- instructions --------------------------------------------------------------------------
+# callgrind_run NAME [CMD...]: Sepia under callgrind: start, 2 priming GETs, CMD, stop.
+callgrind_run() {
+    local name=$1 pid; shift
+    launch "$TARGET_CPU" "$RUN/cg.$name.log" env SEPIA_LOG=warn valgrind --tool=callgrind \
+        --callgrind-out-file="$RUN/cg.$name.out" "$SEPIA_BIN" --config "$RUN/sepia/sepia.toml"
+    pid=$LAUNCHED_PID
+    wait_listen "$pid" "$PORT" 120 || { warn "sepia under valgrind did not listen"; return 1; }
+    http_code "$PORT" /1k > /dev/null
+    http_code "$PORT" /1k > /dev/null
+    (($#)) && "$@" > "$RUN/load.cg.$name.txt" 2>&1
+    stop_tree "$pid" 60
+    [[ -s $RUN/cg.$name.out ]]
+}
+
+CG_HIT=(taskset -c "$LOAD_CPU" ab -k -n "$CG_HITS" -c 1 "$URL/1k")
+CG_MISS=(taskset -c "$LOAD_CPU" python3 "$TOOLS/seqclient.py" --port "$PORT" --n "$CG_MISSES" --unique "cg-$(date +%s)")
+log "callgrind: baseline"
+if callgrind_run base; then
+    meta ir_base "$(python3 "$TOOLS/counts.py" ir "$RUN/cg.base.out")"
+    python3 "$TOOLS/counts.py" top "$RUN/cg.base.out" | while read -r line; do meta top_base "$line"; done
+    log "callgrind: ${CG_HIT[*]}"
+    if callgrind_run hit "${CG_HIT[@]}"; then
+        meta ir_hit "$(python3 "$TOOLS/counts.py" ir "$RUN/cg.hit.out")"
+        meta ir_hit_n "$CG_HITS"
+        meta ir_hit_cmd "ab -k -n $CG_HITS -c 1 $URL/1k"
+        python3 "$TOOLS/counts.py" top "$RUN/cg.hit.out" | while read -r line; do meta top_hit "$line"; done
+    fi
+    log "callgrind: ${CG_MISS[*]}"
+    if callgrind_run miss "${CG_MISS[@]}"; then
+        meta ir_miss "$(python3 "$TOOLS/counts.py" ir "$RUN/cg.miss.out")"
+        meta ir_miss_n "$CG_MISSES"
+        meta ir_miss_cmd "seqclient.py --n $CG_MISSES --unique <prefix>"
+        python3 "$TOOLS/counts.py" top "$RUN/cg.miss.out" | while read -r line; do meta top_miss "$line"; done
+    fi
+fi
+meta note "Sepia as in run.sh (bench/peers/sepia.toml: one worker, cache on, access log off), pinned to CPU 1; the origin and the client on CPU 0."
+meta note "ab -k speaks HTTP/1.0 with Connection: keep-alive; \"Keep-Alive requests\" above shows whether the connection was kept. With -c 1 exactly one request arrives per read."
+python3 "$TOOLS/counts.py" section --meta "$RUN/meta.tsv" --out "$OUT" && log "wrote the count section of $OUT"
