@@ -30,6 +30,7 @@ use crate::tunnel;
 /// each response) regrowing reclaims the same allocation, so a keep-alive hit allocates nothing.
 const HEAD_BUFFER: usize = 8 * 1024;
 const HEAD_MIN_ROOM: usize = 1024;
+const HEAD_FIRST_BUFFER: usize = 2 * 1024;
 
 /// How long an idle keep-alive connection keeps its buffers and task. A busy client sends its
 /// next request well within this; after it, the connection is parked (see `server::park`): a
@@ -95,7 +96,7 @@ pub async fn serve(
         peer,
         info: ClientInfo::new(peer.ip()),
         buf: BytesMut::new(),
-        head_buf: BytesMut::with_capacity(1024),
+        head_buf: BytesMut::new(),
         resp: ResponseHead::default(),
         key: Vec::new(),
         status_buf: Vec::new(),
@@ -196,7 +197,14 @@ async fn read_head(
         }
         let deadline = *deadline.get_or_insert_with(|| Instant::now() + t.request_head);
         if cs.buf.capacity() - cs.buf.len() < HEAD_MIN_ROOM {
-            cs.buf.reserve(HEAD_BUFFER);
+            // A new connection starts small (most heads are a few hundred bytes); one that
+            // needs more room, or whose buffer is still referenced, gets the full size.
+            let room = if cs.buf.capacity() == 0 {
+                HEAD_FIRST_BUFFER
+            } else {
+                HEAD_BUFFER
+            };
+            cs.buf.reserve(room);
         }
         let limit = deadline.saturating_duration_since(Instant::now());
         match read_more(&mut cs.stream, &mut cs.buf, HEAD_MIN_ROOM, limit).await {
@@ -229,7 +237,7 @@ async fn dispatch(
     }
     if req.method == Method::Connect {
         return match mode {
-            Mode::Forward => tunnel::connect(shared, cs, req).await,
+            Mode::Forward => Box::pin(tunnel::connect(shared, cs, req)).await,
             Mode::Reverse => local_error(405, "CONNECT is not allowed here", false),
         };
     }

@@ -30,6 +30,10 @@ pub const CACHE_NAME: &str = "sepia";
 
 /// Handles a request through the cache (or passes it when caching is off). `authority` and
 /// `target` form the cache key (RFC 9111 §2).
+///
+/// Every path but a hit awaits its work boxed: a connection's task holds the largest future
+/// of its request path for its whole life, so only the hit path (no allocation) stays inline
+/// and an idle or hit-serving connection's task stays small. The other paths allocate anyway.
 pub async fn handle(
     shared: &Arc<Shared>,
     cs: &mut ClientSide,
@@ -39,7 +43,7 @@ pub async fn handle(
     target: &[u8],
 ) -> Outcome {
     let Some(cache) = shared.cache.as_ref() else {
-        return forward(shared, cs, req, up).await;
+        return Box::pin(forward(shared, cs, req, up)).await;
     };
     let mut key = std::mem::take(&mut cs.key);
     primary_key(b"http", authority, target, &mut key);
@@ -60,7 +64,7 @@ async fn route(
         return purge(cache, cs, req, key);
     }
     if !is_safe_method(&req.method_raw) {
-        let outcome = forward(shared, cs, req, up).await;
+        let outcome = Box::pin(forward(shared, cs, req, up)).await;
         if outcome.local.is_none() && outcome.status != 0 {
             let resp = HeadFields(&cs.resp.headers);
             let stale = invalidations(
@@ -81,7 +85,7 @@ async fn route(
     // miss would frame differently, RFC 9112 §11.2).
     if !matches!(req.method, Method::Get | Method::Head) || req.body_framing() != BodyFraming::Empty
     {
-        return forward(shared, cs, req, up).await;
+        return Box::pin(forward(shared, cs, req, up)).await;
     }
     let fields = HeadFields(&req.headers);
     let rcc = RequestCacheControl::parse(&fields);
@@ -99,7 +103,7 @@ async fn route(
         match cache.store.lookup_no_fill(key, select) {
             Some(obj) => Lookup::Hit(obj),
             None if rcc.only_if_cached() => return gateway_timeout(),
-            None => return pass(shared, cs, req, up, Forward::UriMiss).await,
+            None => return Box::pin(pass(shared, cs, req, up, Forward::UriMiss)).await,
         }
     } else {
         cache.store.lookup(key, select)
@@ -120,7 +124,7 @@ async fn route(
             }
             Decision::GatewayTimeout => gateway_timeout(),
             Decision::Revalidate { .. } if partial => {
-                pass(shared, cs, req, up, Forward::Stale).await
+                Box::pin(pass(shared, cs, req, up, Forward::Stale)).await
             }
             Decision::Revalidate { reason, .. } => {
                 let fwd = if reason == RevalidateReason::RequestNoCache {
@@ -130,9 +134,14 @@ async fn route(
                 };
                 match cache.store.refresh(key, select) {
                     Lookup::Miss(writer) => {
-                        revalidate(shared, cache, cs, req, up, key, obj, writer, &rcc, fwd).await
+                        Box::pin(revalidate(
+                            shared, cache, cs, req, up, key, obj, writer, &rcc, fwd,
+                        ))
+                        .await
                     }
-                    Lookup::Pending(reader) => collapse(shared, cs, req, up, reader).await,
+                    Lookup::Pending(reader) => {
+                        Box::pin(collapse(shared, cs, req, up, reader)).await
+                    }
                     Lookup::Hit(obj) => {
                         serve_object(
                             shared,
@@ -154,9 +163,9 @@ async fn route(
         }
         Lookup::Miss(writer) => {
             let request_time = unix_now();
-            match fetch(shared, cs, req, &up, &Conditionals::STRIP).await {
+            match Box::pin(fetch(shared, cs, req, &up, &Conditionals::STRIP)).await {
                 Ok(fetched) => {
-                    store_and_relay(
+                    Box::pin(store_and_relay(
                         shared,
                         cache,
                         cs,
@@ -166,7 +175,7 @@ async fn route(
                         fetched,
                         request_time,
                         Forward::UriMiss,
-                    )
+                    ))
                     .await
                 }
                 Err(outcome) => {
@@ -175,7 +184,7 @@ async fn route(
                 }
             }
         }
-        Lookup::Pending(reader) => collapse(shared, cs, req, up, reader).await,
+        Lookup::Pending(reader) => Box::pin(collapse(shared, cs, req, up, reader)).await,
     }
 }
 
@@ -498,7 +507,7 @@ async fn collapse(
     let wait = shared.config.timeouts.origin_first_byte;
     let head = match tokio::time::timeout(wait, reader.head()).await {
         Ok(Ok(head)) => head,
-        _ => return pass(shared, cs, req, up, Forward::Miss).await,
+        _ => return Box::pin(pass(shared, cs, req, up, Forward::Miss)).await,
     };
     let mut scratch = Vec::new();
     let obj = &head.object;
@@ -507,7 +516,7 @@ async fn collapse(
         .meta
         .vary_matches(obj.secondary(), &HeadFields(&req.headers), &mut scratch)
     {
-        return pass(shared, cs, req, up, Forward::VaryMiss).await;
+        return Box::pin(pass(shared, cs, req, up, Forward::VaryMiss)).await;
     }
     let status = CacheStatus::hit(obj.meta().meta.freshness(unix_now()).ttl()).with_collapsed();
     serve_fill(shared, cs, req, head, reader, unix_now(), status).await
