@@ -172,15 +172,22 @@ def summary_table(grouped, cases, targets, peers):
     return "\n".join(lines)
 
 
+# Sections kept verbatim when the report is rewritten: count.sh's, and measurements taken by
+# hand with the commands they quote (allocation counts, allocator trials).
+CARRIED = [(COUNT_BEGIN, COUNT_END), ("<!-- measurements:begin -->", "<!-- measurements:end -->")]
+
+
 def carried_count_section(out_path):
     if not os.path.exists(out_path):
         return ""
     with open(out_path) as f:
         text = f.read()
-    start, end = text.find(COUNT_BEGIN), text.find(COUNT_END)
-    if start < 0 or end < start:
-        return ""
-    return text[start : end + len(COUNT_END)] + "\n"
+    kept = []
+    for begin, end_marker in CARRIED:
+        start, end = text.find(begin), text.find(end_marker)
+        if start >= 0 and end > start:
+            kept.append(text[start : end + len(end_marker)] + "\n")
+    return "\n".join(kept)
 
 
 def main():
