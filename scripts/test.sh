@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs Sepia's whole test suite: formatting, lints, unit tests, black-box tests with the real
-# binary, the http-cache-tests conformance suite, and a short fuzzing pass over every parser. Installs what it needs (Debian packages,
-# cargo tools) when missing. Usage: scripts/test.sh [--quick]   (--quick skips fuzzing)
+# binary, the http-cache-tests conformance suite, and a short fuzzing pass over every parser.
+# Installs what it needs (Debian packages, npm packages, cargo tools) when missing.
+# Usage: scripts/test.sh [--quick]   (--quick skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
