@@ -91,10 +91,25 @@ run_case() {
     esac
 }
 
+# settled_rss PID FIRST: the RSS once it stops changing (two samples 1 s apart within 1%, at
+# most 15 s). Idle connections are a steady state: a target that frees per-connection memory a
+# moment after the client goes quiet (Sepia parks a connection after 1 s; allocators return
+# freed pages after their decay time) is measured once that has happened, every target alike.
+settled_rss() {
+    local pid=$1 prev=$2 cur i
+    for ((i = 0; i < 15; i++)); do
+        sleep 1
+        cur=$(rss_of "$pid")
+        if ((cur * 100 >= prev * 99 && cur * 100 <= prev * 101)); then break; fi
+        prev=$cur
+    done
+    echo "$cur"
+}
+
 # run_idle TARGET REP: restart the target fresh, hold IDLE_CONNS keep-alive connections (one
 # request each), record RSS growth per connection, and run wrk -c100 on the 1 KiB hit meanwhile.
 run_idle() {
-    local t=$1 rep=$2 port=${TPORT[$1]} ready="$RUN/idle.ready" idle_pid rss0 rss1 ok held
+    local t=$1 rep=$2 port=${TPORT[$1]} ready="$RUN/idle.ready" idle_pid rss0 rss1 rss_1s ok held
     stop_target "$t"
     if ! start_target "$t"; then
         warn "$t did not restart for the idle case: $FAIL_REASON"
@@ -117,14 +132,15 @@ run_idle() {
         return 1
     fi
     sleep 1
-    rss1=$(rss_of "${TPID[$t]}")
+    rss_1s=$(rss_of "${TPID[$t]}")
+    rss1=$(settled_rss "${TPID[$t]}" "$rss_1s")
     ok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ok"])' "$ready")
     wrk_cmd 100 "http://127.0.0.1:$port/1k"
     LOAD_TARGET=$t
     load_run "$RUN/out/idle.$t.$rep.txt" "${WRK[@]}"
     held=$(ss -Htn state established "( sport = :$port )" | wc -l)
     load_record wrk idle idle "$rep" --extra "idle_ok=$ok" --extra "rss_before=$rss0" \
-        --extra "rss_after=$rss1" --extra "rss_per_conn=$(((rss1 - rss0) / (ok > 0 ? ok : 1)))" \
+        --extra "rss_after=$rss1" --extra "rss_after_1s=$rss_1s" --extra "rss_per_conn=$(((rss1 - rss0) / (ok > 0 ? ok : 1)))" \
         --extra "held_after=$held"
     log "  $t idle: $ok connections opened ($(cat "$ready")), RSS $rss0 -> $rss1 B, $held still held after wrk"
     stop_tree "$idle_pid"

@@ -49,6 +49,9 @@ enum Command {
     },
 }
 
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let loaded = match (&cli.command, &cli.config) {
