@@ -108,6 +108,7 @@ fn run(config: Config) -> std::io::Result<()> {
         let format = match config.access_log.format {
             CfgFormat::Squid => LogFormat::Squid,
             CfgFormat::Combined => LogFormat::Combined,
+            CfgFormat::Json => LogFormat::Json,
         };
         let (log, writer) = match &config.access_log.target {
             LogTarget::Off => (AccessLog::disabled(), None),
