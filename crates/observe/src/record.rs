@@ -16,6 +16,9 @@ pub enum ResultCode {
     TcpHit,
     /// Served from the memory cache.
     TcpMemHit,
+    /// Served from a response still arriving for another client (collapsed forwarding):
+    /// Squid 5 writes the `_CF` of `LogTags::c_str` into the tag.
+    TcpCfHit,
     /// Stale entry revalidated; the origin sent a new response (RFC 9111 §4.3.3).
     TcpRefreshModified,
     /// Stale entry revalidated; the origin answered 304 and the stored one was served.
@@ -45,6 +48,7 @@ impl ResultCode {
             ResultCode::TcpMiss => "TCP_MISS",
             ResultCode::TcpHit => "TCP_HIT",
             ResultCode::TcpMemHit => "TCP_MEM_HIT",
+            ResultCode::TcpCfHit => "TCP_CF_HIT",
             ResultCode::TcpRefreshModified => "TCP_REFRESH_MODIFIED",
             ResultCode::TcpRefreshUnmodified => "TCP_REFRESH_UNMODIFIED",
             ResultCode::TcpRefreshFailOld => "TCP_REFRESH_FAIL_OLD",
@@ -132,6 +136,7 @@ mod tests {
             (ResultCode::TcpMiss, "TCP_MISS"),
             (ResultCode::TcpHit, "TCP_HIT"),
             (ResultCode::TcpMemHit, "TCP_MEM_HIT"),
+            (ResultCode::TcpCfHit, "TCP_CF_HIT"),
             (ResultCode::TcpRefreshModified, "TCP_REFRESH_MODIFIED"),
             (ResultCode::TcpRefreshUnmodified, "TCP_REFRESH_UNMODIFIED"),
             (ResultCode::TcpRefreshFailOld, "TCP_REFRESH_FAIL_OLD"),
