@@ -12,6 +12,9 @@ quick=0
 need_pkgs=()
 command -v curl >/dev/null || need_pkgs+=(curl)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+# Squid 5.7 (Debian bookworm) for e2e/tests/squid_log.rs, which compares its access log with
+# Sepia's; it lives in /usr/sbin, often not on a user's PATH.
+[[ -x /usr/sbin/squid ]] || command -v squid >/dev/null || need_pkgs+=(squid)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

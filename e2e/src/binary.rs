@@ -179,6 +179,11 @@ impl Sepia {
         self.log_lines()
     }
 
+    /// Sends a signal by name (`"USR1"`, `"HUP"`, …) without waiting for its effect.
+    pub fn send_signal(&self, name: &str) {
+        signal(self.child.id(), name);
+    }
+
     /// Sends SIGTERM and waits up to `timeout` for the process to exit.
     pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
         signal(self.child.id(), "TERM");

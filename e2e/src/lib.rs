@@ -10,6 +10,7 @@
 //!   `/chunked/N`, `/close/N`, `/hang`, `/die-mid-body`, ...) and which records what it saw.
 //! * [`EchoServer`]: a raw TCP echo server, the far end of CONNECT tunnels.
 //! * [`RawClient`] / [`Response`]: a byte-exact client that can send anything.
+//! * [`SquidLine`]: a Squid native access-log line, split and checked field by field.
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
 //!
@@ -28,6 +29,7 @@ mod origin_cache_routes;
 mod origin_routes;
 mod pattern;
 mod raw_client;
+mod squid_line;
 
 pub use binary::{sepia_bin, Sepia};
 pub use config::{forward_config, free_addr, reverse_config};
@@ -38,6 +40,7 @@ pub use origin::{Origin, RecordedRequest};
 pub use origin_cache_routes::REVALIDATE_BODY;
 pub use pattern::{fill_pattern, pattern, sha256_hex};
 pub use raw_client::RawClient;
+pub use squid_line::SquidLine;
 
 use std::time::{Duration, Instant};
 

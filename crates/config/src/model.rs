@@ -273,6 +273,8 @@ pub enum LogFormat {
     Squid,
     /// `"combined"`: the Apache/NCSA combined format.
     Combined,
+    /// `"json"`: one JSON object per line.
+    Json,
 }
 
 /// `[access_log]`.

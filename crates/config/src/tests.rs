@@ -320,9 +320,9 @@ fn errors_name_file_line_and_key() {
              \"append\", \"replace\" or \"off\")",
         ),
         (
-            format!("{LISTENER}[access_log]\nformat = \"json\"\n"),
-            "t.toml:5: key 'access_log.format': invalid value \"json\" (expected \"squid\" or \
-             \"combined\")",
+            format!("{LISTENER}[access_log]\nformat = \"jsonl\"\n"),
+            "t.toml:5: key 'access_log.format': invalid value \"jsonl\" (expected \"squid\", \
+             \"combined\" or \"json\")",
         ),
     ];
     for (text, want) in cases {

@@ -61,6 +61,7 @@ impl ConfigValue for LogFormat {
             &[
                 ("squid", LogFormat::Squid),
                 ("combined", LogFormat::Combined),
+                ("json", LogFormat::Json),
             ],
         )
     }
@@ -378,6 +379,7 @@ mod tests {
             "invalid value \"Append\" (expected \"append\", \"replace\" or \"off\")"
         );
         assert_eq!(LogFormat::parse_value("combined"), Ok(LogFormat::Combined));
+        assert_eq!(LogFormat::parse_value("json"), Ok(LogFormat::Json));
         assert_eq!(LogTarget::parse_value("off"), Ok(LogTarget::Off));
         assert_eq!(
             LogTarget::parse_value("/var/log/a.log"),

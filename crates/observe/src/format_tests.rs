@@ -1,4 +1,4 @@
-//! Exact expected lines for both formats.
+//! Exact expected lines for the Squid and combined formats (JSON: `json_tests.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, UNIX_EPOCH};
@@ -8,8 +8,8 @@ use bytes::Bytes;
 use super::*;
 use crate::record::{Hierarchy, ResultCode};
 
-/// A forward-proxy miss at 2025-11-22 07:40:00.123 UTC.
-fn miss() -> AccessRecord {
+/// A forward-proxy miss received at 2025-11-22 07:40:00.123 UTC, ended 456 ms later.
+pub(crate) fn miss() -> AccessRecord {
     AccessRecord {
         start: UNIX_EPOCH + Duration::from_millis(1_763_797_200_123),
         elapsed: Duration::from_millis(456),
@@ -100,7 +100,7 @@ fn squid_lines() {
     let cases = [
         (
             miss(),
-            "1763797200.123    456 127.0.0.1 TCP_MISS/200 1234 GET \
+            "1763797200.579    456 127.0.0.1 TCP_MISS/200 1234 GET \
              http://example.com/index.html - HIER_DIRECT/127.0.0.1 text/html\n",
         ),
         (
@@ -110,21 +110,21 @@ fn squid_lines() {
         ),
         (
             tunnel,
-            "1763797200.123 1234567 127.0.0.1 TCP_TUNNEL/200 987654321 CONNECT \
+            "1763798434.690 1234567 127.0.0.1 TCP_TUNNEL/200 987654321 CONNECT \
              example.com:443 - HIER_DIRECT/93.184.216.34 -\n",
         ),
         (
             denied,
-            "1763797200.123    456 2001:db8::7 TCP_DENIED/403 0 GET \
+            "1763797200.579    456 2001:db8::7 TCP_DENIED/403 0 GET \
              http://example.com/index.html - HIER_NONE/- text/plain\n",
         ),
         (
             nothing,
-            "0.005      7 10.1.2.3 TAG_NONE/000 0 NONE error:invalid-request - HIER_NONE/- -\n",
+            "0.012      7 10.1.2.3 NONE_NONE/000 0 NONE error:invalid-request - HIER_NONE/- -\n",
         ),
         (
             parent,
-            "1763797200.123    456 127.0.0.1 TCP_REFRESH_UNMODIFIED/304 1234 GET http://site/ \
+            "1763797200.579    456 127.0.0.1 TCP_REFRESH_UNMODIFIED/304 1234 GET http://site/ \
              alice FIRSTUP_PARENT/::1 text/html\n",
         ),
     ];
@@ -145,9 +145,8 @@ fn squid_keeps_one_line_per_record() {
     let line = squid(&rec);
     assert_eq!(
         line,
-        "1763797200.123    456 127.0.0.1 TCP_MISS/200 1234 GET \
-         http://h/a%20b%0D%0Ac%7F%20\u{e9} bob%20smith HIER_DIRECT/127.0.0.1 \
-         text/html;%20charset=utf-8\n"
+        "1763797200.579    456 127.0.0.1 TCP_MISS/200 1234 GET \
+         http://h/a%20b%0D%0Ac%7F%20\u{e9} bob%20smith HIER_DIRECT/127.0.0.1 text/html\n"
     );
     assert_eq!(line.split(' ').filter(|f| !f.is_empty()).count(), 10);
 }
@@ -191,8 +190,8 @@ fn combined_lines() {
         ),
         (
             quoted,
-            "::1 - al%20ice [22/Nov/2026:07:34:00 +0000] \"GET http://h/\\\"x\\\"\\\\y\\x0A \
-             HTTP/1.0\" 000 0 \"-\" \"say \\\"hi\\\"\\x09\"\n",
+            "::1 - al\\x20ice [22/Nov/2026:07:34:00 +0000] \"GET http://h/\\\"x\\\"\\\\y\\n \
+             HTTP/1.0\" 000 0 \"-\" \"say \\\"hi\\\"\\t\"\n",
         ),
         (
             miss(),
@@ -231,5 +230,96 @@ fn formatter_appends_without_clearing() {
     formatter.format(&miss(), &mut out);
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.lines().count(), 3);
-    assert!(text.starts_with("earlier\n1763797200.123"));
+    assert!(text.starts_with("earlier\n1763797200.579"));
+}
+
+#[test]
+fn squid_widths_and_padding() {
+    // (elapsed ms, status, start ms since epoch) -> expected `%ts.%03tu %6tr ... /%03>Hs`.
+    let cases = [
+        (0, 0, 0, "0.000      0", "/000 "),
+        (7, 204, 1_000, "1.007      7", "/204 "),
+        (999_999, 99, 1, "1000.000 999999", "/099 "),
+        (1_000_000, 200, 995, "1000.995 1000000", "/200 "),
+        (12, 1000, 1_999_990, "2000.002     12", "/1000 "),
+    ];
+    for (elapsed, status, start_ms, head, code) in cases {
+        let rec = AccessRecord {
+            start: UNIX_EPOCH + Duration::from_millis(start_ms),
+            elapsed: Duration::from_millis(elapsed),
+            status,
+            ..miss()
+        };
+        let line = squid(&rec);
+        assert!(line.starts_with(&format!("{head} 127.0.0.1 ")), "{line:?}");
+        assert!(line.contains(&format!("TCP_MISS{code}")), "{line:?}");
+    }
+    // Sub-millisecond parts are truncated, as Squid divides microseconds by 1000.
+    let rec = AccessRecord {
+        start: UNIX_EPOCH + Duration::from_micros(5_000_999),
+        elapsed: Duration::from_micros(1_999),
+        ..miss()
+    };
+    assert!(squid(&rec).starts_with("5.002      1 "), "{}", squid(&rec));
+}
+
+#[test]
+fn squid_user_is_quoted_like_squid_mime_blob() {
+    let rec = AccessRecord {
+        user: Some(Bytes::from_static(b"a%b[c]\\d\r\n\t\xc3\xa9 x")),
+        ..miss()
+    };
+    let line = squid(&rec);
+    assert!(
+        line.contains(" a%25b%5bc%5d\\\\d\\r\\n%09%c3%a9%20x HIER_DIRECT/"),
+        "{line:?}"
+    );
+    assert_eq!(line.split(' ').filter(|f| !f.is_empty()).count(), 10);
+}
+
+#[test]
+fn squid_mime_type_is_the_media_type() {
+    let cases: [(&[u8], &str); 5] = [
+        (b"text/html; charset=utf-8", "text/html"),
+        (b"text/html;charset=utf-8", "text/html"),
+        (b"application/json\tx", "application/json"),
+        (b"image/png", "image/png"),
+        (b"; charset=utf-8", "-"),
+    ];
+    for (value, want) in cases {
+        let rec = AccessRecord {
+            content_type: Some(Bytes::copy_from_slice(value)),
+            ..miss()
+        };
+        assert!(squid(&rec).ends_with(&format!(" {want}\n")), "{value:?}");
+    }
+}
+
+#[test]
+fn squid_empty_fields_are_dashes() {
+    let rec = AccessRecord {
+        method: Bytes::new(),
+        target: Bytes::new(),
+        ..miss()
+    };
+    let line = squid(&rec);
+    assert!(line.contains(" 1234 - - - HIER_DIRECT/"), "{line:?}");
+    assert_eq!(line.split(' ').filter(|f| !f.is_empty()).count(), 10);
+}
+
+#[test]
+fn combined_escapes_like_apache() {
+    let rec = AccessRecord {
+        start: UNIX_EPOCH + Duration::from_secs(1_795_332_840),
+        target: Bytes::from_static(b"/\x08\x0b\x01\x7f\xc3\xa9\"\\"),
+        referer: Some(Bytes::from_static(b"\r\n")),
+        user_agent: Some(Bytes::from_static(b"")),
+        user: Some(Bytes::new()),
+        ..miss()
+    };
+    assert_eq!(
+        combined(&rec),
+        "127.0.0.1 - \"\" [22/Nov/2026:07:34:00 +0000] \
+         \"GET /\\b\\v\\x01\\x7f\\xc3\\xa9\\\"\\\\ HTTP/1.1\" 200 1234 \"\\r\\n\" \"\"\n"
+    );
 }

@@ -16,6 +16,9 @@ pub enum ResultCode {
     TcpHit,
     /// Served from the memory cache.
     TcpMemHit,
+    /// Served from a response still arriving for another client (collapsed forwarding):
+    /// Squid 5 writes the `_CF` of `LogTags::c_str` into the tag.
+    TcpCfHit,
     /// Stale entry revalidated; the origin sent a new response (RFC 9111 §4.3.3).
     TcpRefreshModified,
     /// Stale entry revalidated; the origin answered 304 and the stored one was served.
@@ -32,7 +35,9 @@ pub enum ResultCode {
     TcpTunnel,
     /// A miss whose transfer to the client was aborted.
     TcpMissAborted,
-    /// No result: e.g. the request could not be parsed.
+    /// No result: e.g. the request could not be parsed. Squid 5 writes it `NONE_NONE`
+    /// (Squid 4 wrote `TAG_NONE`); Squid 5.7 logs an unparsable request as
+    /// `NONE_NONE/400 … NONE error:invalid-request`.
     TagNone,
 }
 
@@ -43,6 +48,7 @@ impl ResultCode {
             ResultCode::TcpMiss => "TCP_MISS",
             ResultCode::TcpHit => "TCP_HIT",
             ResultCode::TcpMemHit => "TCP_MEM_HIT",
+            ResultCode::TcpCfHit => "TCP_CF_HIT",
             ResultCode::TcpRefreshModified => "TCP_REFRESH_MODIFIED",
             ResultCode::TcpRefreshUnmodified => "TCP_REFRESH_UNMODIFIED",
             ResultCode::TcpRefreshFailOld => "TCP_REFRESH_FAIL_OLD",
@@ -51,7 +57,7 @@ impl ResultCode {
             ResultCode::TcpDenied => "TCP_DENIED",
             ResultCode::TcpTunnel => "TCP_TUNNEL",
             ResultCode::TcpMissAborted => "TCP_MISS_ABORTED",
-            ResultCode::TagNone => "TAG_NONE",
+            ResultCode::TagNone => "NONE_NONE",
         }
     }
 }
@@ -82,7 +88,9 @@ impl Hierarchy {
 /// (`Bytes` refcounts), so building a record copies nothing.
 #[derive(Clone, Debug)]
 pub struct AccessRecord {
-    /// When the request head was received.
+    /// When the request head was received. Squid's `%ts` is the time the line is logged, i.e.
+    /// `start + elapsed`; the combined format's `%t` is this (Apache: "time the request was
+    /// received").
     pub start: SystemTime,
     /// From `start` until the last byte was sent.
     pub elapsed: Duration,
@@ -103,13 +111,14 @@ pub struct AccessRecord {
     pub target: Bytes,
     /// 0 or 1: the minor version of `HTTP/1.x` (combined format's `%rv`).
     pub version_minor: u8,
-    /// Authenticated user name, if any.
+    /// Authenticated user name, if any (`%[un`; proxy authentication fills it).
     pub user: Option<Bytes>,
     /// Where the response came from.
     pub hierarchy: Hierarchy,
     /// The upstream server's address, if one was contacted.
     pub peer: Option<IpAddr>,
-    /// Content-Type of the response sent.
+    /// Content-Type of the response sent, as received; the formats log its media type only
+    /// (Squid's `%mt`).
     pub content_type: Option<Bytes>,
     /// The request's Referer.
     pub referer: Option<Bytes>,
@@ -127,6 +136,7 @@ mod tests {
             (ResultCode::TcpMiss, "TCP_MISS"),
             (ResultCode::TcpHit, "TCP_HIT"),
             (ResultCode::TcpMemHit, "TCP_MEM_HIT"),
+            (ResultCode::TcpCfHit, "TCP_CF_HIT"),
             (ResultCode::TcpRefreshModified, "TCP_REFRESH_MODIFIED"),
             (ResultCode::TcpRefreshUnmodified, "TCP_REFRESH_UNMODIFIED"),
             (ResultCode::TcpRefreshFailOld, "TCP_REFRESH_FAIL_OLD"),
@@ -135,7 +145,7 @@ mod tests {
             (ResultCode::TcpDenied, "TCP_DENIED"),
             (ResultCode::TcpTunnel, "TCP_TUNNEL"),
             (ResultCode::TcpMissAborted, "TCP_MISS_ABORTED"),
-            (ResultCode::TagNone, "TAG_NONE"),
+            (ResultCode::TagNone, "NONE_NONE"),
         ];
         for (code, want) in cases {
             assert_eq!(code.as_str(), want);

@@ -6,13 +6,20 @@
 //! whatever is queued, formats it into one reused buffer and writes it in chunks of up to
 //! [`WRITE_CHUNK`] bytes on tokio's blocking pool, so a slow disk delays log lines, never
 //! requests. Under load that is one `write(2)` per 64 KiB of log instead of one per request.
+//!
+//! Log rotation ([`LogReopen`]): logrotate renames the file, then signals the process (what
+//! `squid -k rotate` is for Squid). Lines written in between go to the renamed file, which
+//! the open descriptor still names. On the request the task first writes out every line it
+//! has formatted, then opens the configured path anew (on the blocking pool), so each line
+//! lands in exactly one of the two files and requests never wait for it.
 
 use std::fmt;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::format::{LineFormatter, LogFormat};
@@ -72,6 +79,20 @@ impl fmt::Debug for AccessLog {
 #[derive(Debug)]
 pub struct AccessLogWriter {
     task: JoinHandle<()>,
+    reopen: LogReopen,
+}
+
+/// Asks the writer to reopen its file (after logrotate moved it). Cheap to clone; a request
+/// made while the writer is busy is kept until it gets to it, and several requests before
+/// then make one reopen. A stdout log ignores it.
+#[derive(Clone, Debug, Default)]
+pub struct LogReopen(Arc<Notify>);
+
+impl LogReopen {
+    /// Requests a reopen and returns at once; the writer task does the work.
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
 }
 
 impl AccessLogWriter {
@@ -81,25 +102,21 @@ impl AccessLogWriter {
     pub fn spawn(sink: LogSink, format: LogFormat) -> io::Result<(AccessLog, AccessLogWriter)> {
         let output = match sink {
             LogSink::Stdout => Output::Stdout(io::stdout()),
-            LogSink::File(path) => Output::File(
-                std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(&path)
-                    .map_err(|e| {
-                        io::Error::new(
-                            e.kind(),
-                            format!("cannot open access log {}: {e}", path.display()),
-                        )
-                    })?,
-            ),
+            LogSink::File(path) => Output::File(open_log(&path)?, path),
         };
         let (sender, receiver) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(receiver, output, LineFormatter::new(format)));
+        let reopen = LogReopen::default();
+        let formatter = LineFormatter::new(format);
+        let task = tokio::spawn(run(receiver, output, formatter, reopen.0.clone()));
         let log = AccessLog {
             sender: Some(sender),
         };
-        Ok((log, AccessLogWriter { task }))
+        Ok((log, AccessLogWriter { task, reopen }))
+    }
+
+    /// The handle that makes this writer reopen its file (the binary calls it on SIGUSR1).
+    pub fn reopen_handle(&self) -> LogReopen {
+        self.reopen.clone()
     }
 
     /// Waits until every [`AccessLog`] clone has been dropped (including the one `spawn`
@@ -112,17 +129,32 @@ impl AccessLogWriter {
     }
 }
 
+/// Opens the log file for appending, creating it if missing.
+fn open_log(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot open access log {}: {e}", path.display()),
+            )
+        })
+}
+
 /// Where the task writes; `Write` so the blocking side is the same for both.
 enum Output {
     Stdout(io::Stdout),
-    File(std::fs::File),
+    /// The open file and the configured path it is reopened from.
+    File(std::fs::File, PathBuf),
 }
 
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Output::Stdout(out) => out.lock().write(buf),
-            Output::File(file) => file.write(buf),
+            Output::File(file, _) => file.write(buf),
         }
     }
 
@@ -133,14 +165,14 @@ impl Write for Output {
                 out.write_all(buf)?;
                 out.flush()
             }
-            Output::File(file) => file.write_all(buf),
+            Output::File(file, _) => file.write_all(buf),
         }
     }
 
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Output::Stdout(out) => out.flush(),
-            Output::File(file) => file.flush(),
+            Output::File(file, _) => file.flush(),
         }
     }
 }
@@ -163,11 +195,24 @@ async fn run(
     mut receiver: mpsc::UnboundedReceiver<AccessRecord>,
     output: Output,
     mut formatter: LineFormatter,
+    reopen: Arc<Notify>,
 ) {
     let mut sink = BlockingSink::new(output);
     let mut batch = Vec::with_capacity(RECEIVE_BATCH);
-    // Idle: wait on the channel (the first record after a quiet spell wakes us).
-    while receiver.recv_many(&mut batch, RECEIVE_BATCH).await > 0 {
+    loop {
+        // Idle: wait on the channel (the first record after a quiet spell wakes us) or for a
+        // reopen. Both are cancel-safe: a record or a request not taken now is taken later.
+        tokio::select! {
+            received = receiver.recv_many(&mut batch, RECEIVE_BATCH) => {
+                if received == 0 {
+                    break;
+                }
+            }
+            () = reopen.notified() => {
+                sink.reopen().await;
+                continue;
+            }
+        }
         // Busy: drain, write, sleep a tick, until a tick brings nothing.
         loop {
             sink.format_batch(&mut formatter, &mut batch).await;
@@ -176,7 +221,11 @@ async fn run(
                 sink.format_batch(&mut formatter, &mut batch).await;
             }
             sink.write_out().await;
-            tokio::time::sleep(BATCH_TICK).await;
+            // Everything formatted so far is written: a reopen now splits the lines cleanly.
+            tokio::select! {
+                () = tokio::time::sleep(BATCH_TICK) => {}
+                () = reopen.notified() => sink.reopen().await,
+            }
             if receiver.is_empty() {
                 break;
             }
@@ -209,6 +258,23 @@ impl BlockingSink {
             if self.buffer.len() >= WRITE_CHUNK {
                 self.write_out().await;
             }
+        }
+    }
+
+    /// Writes out what is formatted, then reopens a file output at its path. If the path
+    /// cannot be opened, logging continues to the old file and the error is reported.
+    async fn reopen(&mut self) {
+        self.write_out().await;
+        let Some(Output::File(_, path)) = &self.output else {
+            return;
+        };
+        let path = path.clone();
+        match tokio::task::spawn_blocking(move || open_log(&path).map(|f| (f, path))).await {
+            Ok(Ok((file, path))) => self.output = Some(Output::File(file, path)),
+            Ok(Err(e)) => {
+                eprintln!("sepia: access log not reopened, still writing to the old file: {e}")
+            }
+            Err(e) => eprintln!("sepia: access log writer stopped: {e}"),
         }
     }
 

@@ -212,3 +212,127 @@ fn disabled_log_drops_records() {
     assert!(!AccessLog::default().is_enabled());
     assert_eq!(format!("{log:?}"), "AccessLog { enabled: false }");
 }
+
+/// The `(task, index)` of each line of a Squid-format file made of `record(task, index)`.
+fn record_ids(path: &std::path::Path) -> Vec<(usize, usize)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let url = line.split_whitespace().nth(6).expect(line);
+            let ids = url.strip_prefix("http://example.com/t").expect(line);
+            let (task, index) = ids.split_once("/r").expect(line);
+            (task.parse().unwrap(), index.parse().unwrap())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn reopen_after_rename_splits_lines_between_the_files() {
+    let dir = TempDir::new("rotate");
+    let path = dir.0.join("access.log");
+    let rotated = dir.0.join("access.log.1");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    let reopen = writer.reopen_handle();
+    for i in 0..3 {
+        log.log(record(0, i));
+    }
+    assert_eq!(wait_for_lines(&path, 3).await, 3);
+    // logrotate: rename, then signal. A line logged in between still goes to the old file.
+    std::fs::rename(&path, &rotated).unwrap();
+    log.log(record(0, 3));
+    assert_eq!(wait_for_lines(&rotated, 4).await, 4);
+    reopen.request();
+    reopen.request(); // a second request before the first is served: one reopen
+    assert!(
+        wait_for(|| path.exists()).await,
+        "the configured path is recreated"
+    );
+    for i in 4..6 {
+        log.log(record(0, i));
+    }
+    drop(log);
+    writer.finish().await;
+    assert_eq!(record_ids(&rotated), [(0, 0), (0, 1), (0, 2), (0, 3)]);
+    assert_eq!(record_ids(&path), [(0, 4), (0, 5)]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopen_under_load_loses_and_duplicates_nothing() {
+    let dir = TempDir::new("rotate-load");
+    let path = dir.0.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    let reopen = writer.reopen_handle();
+    let producer = tokio::spawn(async move {
+        for index in 0..PER_TASK * 4 {
+            log.log(record(1, index));
+            if index % 50 == 49 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+    });
+    // Rotate three times while records keep coming.
+    let mut rotated = Vec::new();
+    for n in 1..=3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let to = dir.0.join(format!("access.log.{n}"));
+        if std::fs::rename(&path, &to).is_ok() {
+            rotated.push(to);
+        }
+        reopen.request();
+        assert!(wait_for(|| path.exists()).await, "reopen {n}");
+    }
+    producer.await.unwrap();
+    writer.finish().await;
+    let mut all: Vec<(usize, usize)> = rotated.iter().flat_map(|p| record_ids(p)).collect();
+    all.extend(record_ids(&path));
+    let expected: Vec<(usize, usize)> = (0..PER_TASK * 4).map(|i| (1, i)).collect();
+    assert_eq!(all.len(), expected.len(), "lines lost or duplicated");
+    assert_eq!(all, expected, "every line once, in order across the files");
+    assert!(!rotated.is_empty());
+}
+
+#[tokio::test]
+async fn reopen_failure_keeps_the_old_file() {
+    let dir = TempDir::new("rotate-fail");
+    let sub = dir.0.join("logs");
+    std::fs::create_dir(&sub).unwrap();
+    let path = sub.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    let reopen = writer.reopen_handle();
+    log.log(record(0, 0));
+    assert_eq!(wait_for_lines(&path, 1).await, 1);
+    // The directory moves away: the path cannot be reopened, the old descriptor still works.
+    let moved = dir.0.join("logs.old");
+    std::fs::rename(&sub, &moved).unwrap();
+    reopen.request();
+    tokio::time::sleep(BATCH_TICK * 2).await;
+    log.log(record(0, 1));
+    drop(log);
+    writer.finish().await;
+    assert_eq!(record_ids(&moved.join("access.log")), [(0, 0), (0, 1)]);
+}
+
+#[tokio::test]
+async fn reopen_of_stdout_is_ignored() {
+    let (log, writer) = AccessLogWriter::spawn(LogSink::Stdout, LogFormat::Squid).unwrap();
+    writer.reopen_handle().request();
+    tokio::time::sleep(BATCH_TICK).await;
+    drop(log);
+    tokio::time::timeout(Duration::from_secs(5), writer.finish())
+        .await
+        .expect("the writer still stops normally");
+}
+
+/// Polls `condition` every 5 ms for up to 2 s.
+async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
+    for _ in 0..400 {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    condition()
+}

@@ -31,7 +31,8 @@ fn record(start: SystemTime) -> AccessRecord {
         peer: None,
         content_type: Some(Bytes::from_static(b"application/javascript")),
         referer: Some(Bytes::from_static(b"http://www.example.com/")),
-        user_agent: Some(Bytes::from_static(b"curl/8.0")),
+        // Escaping paths too: a quote, a control byte and an invalid UTF-8 byte.
+        user_agent: Some(Bytes::from_static(b"curl/8.0 \"x\"\t\xff")),
     }
 }
 
@@ -48,7 +49,7 @@ fn logging_and_formatting_allocation_budget() {
     let best_of_three = |measure: &mut dyn FnMut() -> usize| (0..3).map(|_| measure()).min();
 
     // Formatting: after the first line (buffer growth, the date of this second), none.
-    for format in [LogFormat::Squid, LogFormat::Combined] {
+    for format in [LogFormat::Squid, LogFormat::Combined, LogFormat::Json] {
         let mut formatter = LineFormatter::new(format);
         let mut out = Vec::with_capacity(1 << 20);
         formatter.format(&records[0], &mut out);

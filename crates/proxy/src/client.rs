@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cache;
-use crate::errors::error_response;
+use crate::errors::{error_response, ERROR_CONTENT_TYPE};
 use crate::exchange::{Origins, Outcome, Upstream};
 use crate::heads::ClientInfo;
 use crate::io::{read_more, write_parts_within};
@@ -123,6 +123,7 @@ pub async fn serve(
         if let Some((status, detail)) = outcome.local {
             let answer = error_response(status, detail, !outcome.keep_client, shared.via());
             outcome.bytes_sent = answer.len() as u64;
+            outcome.content_type = Some(Bytes::from_static(ERROR_CONTENT_TYPE));
             if write_parts_within(
                 &mut cs.stream,
                 &[&answer],
@@ -318,8 +319,9 @@ fn log(
     if !shared.log.is_enabled() {
         return;
     }
-    let parsed = o.result != ResultCode::TagNone || req.method_raw.is_empty();
-    let (method, target) = if parsed || !req.target.is_empty() {
+    // Squid 5.7 logs a request it could not parse as `NONE error:invalid-request`, and one it
+    // parsed but refused (e.g. `GET /x` to a forward proxy) with its method and target.
+    let (method, target) = if !req.method_raw.is_empty() && !req.target.is_empty() {
         (req.method_raw.clone(), req.target.clone())
     } else {
         (

@@ -12,6 +12,9 @@ use sepia_http1::reason_phrase;
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub const CONNECT_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 
+/// The Content-Type of every response [`error_response`] builds (the access log's `%mt`).
+pub const ERROR_CONTENT_TYPE: &[u8] = b"text/plain; charset=utf-8";
+
 /// A complete error response. `close` adds `Connection: close` (the caller then closes).
 pub fn error_response(status: u16, detail: &str, close: bool, via: Option<&[u8]>) -> Bytes {
     let reason = String::from_utf8_lossy(reason_phrase(status)).into_owned();
@@ -20,7 +23,9 @@ pub fn error_response(status: u16, detail: &str, close: bool, via: Option<&[u8]>
     out.put_slice(format!("HTTP/1.1 {status} {reason}\r\n").as_bytes());
     out.put_slice(b"Date: ");
     out.put_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
-    out.put_slice(b"\r\nContent-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n");
+    out.put_slice(b"\r\nContent-Type: ");
+    out.put_slice(ERROR_CONTENT_TYPE);
+    out.put_slice(b"\r\nCache-Control: no-store\r\n");
     if let Some(via) = via {
         out.put_slice(b"Via: ");
         out.put_slice(via);

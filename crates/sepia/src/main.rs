@@ -1,5 +1,6 @@
 //! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
-//! default), builds the runtime, serves until SIGTERM/SIGINT, then drains.
+//! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
+//! the access log file (log rotation).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use sepia_config::{Config, LogFormat as CfgFormat, LogTarget};
-use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogSink};
+use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogReopen, LogSink};
 use sepia_proxy::Server;
 
 /// Sepia, a caching HTTP proxy. With no arguments it runs the built-in default: a forward
@@ -111,6 +112,7 @@ fn run(config: Config) -> std::io::Result<()> {
         let format = match config.access_log.format {
             CfgFormat::Squid => LogFormat::Squid,
             CfgFormat::Combined => LogFormat::Combined,
+            CfgFormat::Json => LogFormat::Json,
         };
         let (log, writer) = match &config.access_log.target {
             LogTarget::Off => (AccessLog::disabled(), None),
@@ -126,16 +128,44 @@ fn run(config: Config) -> std::io::Result<()> {
                 (l, Some(w))
             }
         };
+        // Installed whatever the log target: SIGUSR1's default action would kill the process.
+        let reopen = match (&config.access_log.target, &writer) {
+            (LogTarget::File(_), Some(w)) => Some(w.reopen_handle()),
+            _ => None,
+        };
+        let rotation = tokio::spawn(reopen_on_sigusr1(reopen)?);
         let server = Server::bind(Arc::new(config), log)?;
         for addr in server.local_addrs() {
             tracing::info!("listening on {addr}");
         }
         server.run(shutdown_signal()).await;
+        rotation.abort();
         if let Some(w) = writer {
             // Connections still open past the grace period hold log handles; do not wait on them.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(2), w.finish()).await;
         }
         Ok(())
+    })
+}
+
+/// Registers the SIGUSR1 handler now (so a signal right after start-up is not fatal) and
+/// returns the task that asks the log writer to reopen its file on each one: logrotate's
+/// "rename, then signal" (`postrotate kill -USR1 …`). A stdout or disabled log ignores it.
+fn reopen_on_sigusr1(
+    reopen: Option<LogReopen>,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut usr1 = signal(SignalKind::user_defined1())?;
+    Ok(async move {
+        while usr1.recv().await.is_some() {
+            match &reopen {
+                Some(reopen) => {
+                    tracing::info!("SIGUSR1: reopening the access log");
+                    reopen.request();
+                }
+                None => tracing::debug!("SIGUSR1: no access log file to reopen"),
+            }
+        }
     })
 }
 

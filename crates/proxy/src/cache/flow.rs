@@ -538,8 +538,11 @@ fn purge(cache: &Cache, cs: &ClientSide, req: &RequestHead, key: &[u8]) -> Outco
 }
 
 fn gateway_timeout() -> Outcome {
-    // RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored.
-    local_error(504, "only-if-cached: not in cache", true)
+    // RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored. Squid 5.7 logs it
+    // `TCP_MISS/504 … HIER_NONE/-`.
+    let mut outcome = local_error(504, "only-if-cached: not in cache", true);
+    outcome.result = ResultCode::TcpMiss;
+    outcome
 }
 
 /// Writes a complete `Cache-Status: …\r\n` line for a forwarded response into `out` (the

@@ -193,7 +193,8 @@ pub async fn serve_fill(
         status: entry.meta.status,
         bytes_sent: 0,
         keep_client: keep,
-        result: ResultCode::TcpHit,
+        // Squid's tag for a client served from another's fill (collapsed forwarding).
+        result: ResultCode::TcpCfHit,
         peer: None,
         content_type: entry.content_type.clone(),
         local: None,
