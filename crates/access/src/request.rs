@@ -64,7 +64,8 @@ pub struct Request<'a> {
     /// Path and query (`urlpath_regex`); empty for CONNECT.
     pub path: &'a [u8],
     /// The header fields (`req_header`).
-    pub headers: &'a dyn HeaderLookup,
+    /// `Sync` so that a caller may hold the facts across an await (a dst lookup).
+    pub headers: &'a (dyn HeaderLookup + Sync),
     /// The authenticated user, if any (`proxy_auth`).
     pub user: Option<&'a str>,
     /// The current time (`time`).

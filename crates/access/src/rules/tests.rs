@@ -19,7 +19,7 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// A GET of http://www.example.com/index.html?q=1 from 10.1.2.3.
-fn request<'a>(headers: &'a dyn HeaderLookup, tz: &'a TimeZone) -> Request<'a> {
+fn request<'a>(headers: &'a (dyn HeaderLookup + Sync), tz: &'a TimeZone) -> Request<'a> {
     Request {
         client: ip("10.1.2.3"),
         dst: Dst::Unresolved,
