@@ -201,3 +201,18 @@ fn errors_name_file_line_and_key() {
         assert_eq!(err.to_string(), want, "file:\n{text}");
     }
 }
+
+#[test]
+fn the_access_rules_example_in_the_readme_is_valid() {
+    let doc = include_str!("../../../../README.md");
+    let section = &doc[doc
+        .find("### Access rules")
+        .expect("the README documents access rules")..];
+    let start = section.find("```toml\n").expect("with a toml example") + 8;
+    let len = section[start..].find("```").unwrap();
+    let text = format!("{LISTENER}{}", &section[start..start + len]);
+    let config = Config::from_toml_str(&text, "README.md").unwrap();
+    let rules = config.http_access.unwrap();
+    assert_eq!(rules.len(), 6);
+    assert!(rules.acl("ua_curl").is_some());
+}
