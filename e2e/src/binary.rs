@@ -43,6 +43,11 @@ impl Sepia {
     /// Should that port have been taken between [`crate::free_addr`] and the bind (another
     /// test's socket), the start is retried on a fresh port: tests use [`Sepia::addr`].
     pub fn start(config_toml: &str) -> Sepia {
+        Sepia::start_with_env(config_toml, &[])
+    }
+
+    /// [`Sepia::start`] with extra environment variables for the process (e.g. `TZ`).
+    pub fn start_with_env(config_toml: &str, env: &[(&str, &str)]) -> Sepia {
         let addr = listen_address_in(config_toml)
             .unwrap_or_else(|| panic!("no `address = \"...\"` line in config:\n{config_toml}"));
         let mut config_toml = config_toml.to_string();
@@ -52,7 +57,7 @@ impl Sepia {
             let config = dir.path().join("sepia.toml");
             std::fs::write(&config, &config_toml).expect("write config");
             let args = vec!["--config".into(), config.into_os_string()];
-            match Self::spawn(args, dir, addr) {
+            match Self::spawn(args, dir, addr, env) {
                 Ok(sepia) => return sepia,
                 Err(failed) if attempt < 3 && failed.port_taken() => {
                     let fresh: SocketAddr = crate::free_addr().parse().expect("free address");
@@ -77,21 +82,27 @@ impl Sepia {
             .parse()
             .unwrap_or_else(|e| panic!("bad --listen {listen}: {e}"));
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(args.iter().map(OsString::from).collect(), dir, addr)
+        Self::spawn(args.iter().map(OsString::from).collect(), dir, addr, &[])
             .unwrap_or_else(|failed| failed.fail())
     }
 
     /// Runs `sepia` with no arguments (the built-in default) and waits for `addr`.
     pub fn start_default(addr: SocketAddr) -> Sepia {
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(Vec::new(), dir, addr).unwrap_or_else(|failed| failed.fail())
+        Self::spawn(Vec::new(), dir, addr, &[]).unwrap_or_else(|failed| failed.fail())
     }
 
-    fn spawn(args: Vec<OsString>, dir: TempDir, addr: SocketAddr) -> Result<Sepia, FailedStart> {
+    fn spawn(
+        args: Vec<OsString>,
+        dir: TempDir,
+        addr: SocketAddr,
+        env: &[(&str, &str)],
+    ) -> Result<Sepia, FailedStart> {
         let stdout = File::create(dir.path().join("stdout")).expect("create stdout file");
         let stderr = File::create(dir.path().join("stderr")).expect("create stderr file");
         let child = Command::new(sepia_bin())
             .args(&args)
+            .envs(env.iter().copied())
             .current_dir(dir.path())
             .stdin(Stdio::null())
             .stdout(stdout)

@@ -15,8 +15,8 @@
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
-//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`. `$SEPIA_BIN` overrides the binary
-//! under test.
+//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`, `access` (ACLs and http_access).
+//! `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;
 mod config;

@@ -10,6 +10,7 @@
 
 pub mod model;
 
+mod access;
 mod error;
 mod raw;
 mod resolve;

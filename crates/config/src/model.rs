@@ -29,6 +29,10 @@ pub struct Config {
     pub access_log: AccessLogConfig,
     /// `[cache]`: the HTTP cache (RFC 9111) in memory.
     pub cache: CacheConfig,
+    /// `[[acl]]` and `[[http_access]]`: Squid-style access rules. `None` without any
+    /// `[[http_access]]` (then `forward.allow` decides for forward listeners and reverse
+    /// listeners are open); otherwise they decide every request on every listener.
+    pub http_access: Option<sepia_access::AccessRules>,
 }
 
 /// `[cache]`.

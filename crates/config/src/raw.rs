@@ -123,6 +123,10 @@ pub(crate) struct RawFile {
     pub access_log: RawAccessLog,
     #[serde(deserialize_with = "table")]
     pub cache: RawCache,
+    #[serde(deserialize_with = "tables")]
+    pub acl: Vec<RawAcl>,
+    #[serde(deserialize_with = "tables")]
+    pub http_access: Vec<RawHttpAccess>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -253,7 +257,8 @@ impl Default for RawHeaders {
 #[derive(Deserialize, Debug)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct RawForward {
-    pub allow: Vec<Parsed<ipnet::IpNet>>,
+    /// Spanned so that an explicit `allow` (span not `0..0`) can be told from the default.
+    pub allow: Spanned<Vec<Parsed<ipnet::IpNet>>>,
     pub connect_ports: Vec<Bounded<1, 65535>>,
 }
 
@@ -272,11 +277,14 @@ pub(crate) const DEFAULT_ALLOW: [&str; 7] = [
 impl Default for RawForward {
     fn default() -> Self {
         RawForward {
-            allow: DEFAULT_ALLOW
-                .iter()
-                .filter_map(|net| net.parse().ok())
-                .map(Parsed)
-                .collect(),
+            allow: Spanned::new(
+                0..0,
+                DEFAULT_ALLOW
+                    .iter()
+                    .filter_map(|net| net.parse().ok())
+                    .map(Parsed)
+                    .collect(),
+            ),
             connect_ports: vec![Bounded(443)],
         }
     }
@@ -311,12 +319,60 @@ impl Default for RawAccessLog {
     }
 }
 
+/// `[[acl]]`: a named Squid-style ACL (see `crate::access`).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAcl {
+    pub name: Spanned<String>,
+    #[serde(rename = "type")]
+    pub kind: Spanned<String>,
+    pub values: Spanned<Vec<Spanned<AclValue>>>,
+    #[serde(default)]
+    pub header: Option<Spanned<String>>,
+    #[serde(default)]
+    pub ignore_case: Option<Spanned<bool>>,
+}
+
+/// One ACL value: a string, or an integer for ports (`values = [80, "8000-8080"]`).
+#[derive(Debug)]
+pub(crate) struct AclValue(pub String);
+
+impl<'de> Deserialize<'de> for AclValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ValueVisitor;
+        impl serde::de::Visitor<'_> for ValueVisitor {
+            type Value = AclValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string (or an integer port)")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<AclValue, E> {
+                Ok(AclValue(text.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<AclValue, E> {
+                Ok(AclValue(n.to_string()))
+            }
+        }
+        deserializer.deserialize_any(ValueVisitor)
+    }
+}
+
+/// `[[http_access]]`: one ordered allow/deny rule over ACL names (`"!name"` negates).
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawHttpAccess {
+    pub action: Parsed<sepia_access::Action>,
+    pub acl: Spanned<Vec<Spanned<String>>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn default_allow_list_parses_completely() {
-        assert_eq!(RawForward::default().allow.len(), DEFAULT_ALLOW.len());
+        assert_eq!(
+            RawForward::default().allow.get_ref().len(),
+            DEFAULT_ALLOW.len()
+        );
     }
 }

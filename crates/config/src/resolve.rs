@@ -16,6 +16,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
     let listeners = resolve_listeners(&raw, file, text)?;
     let cache = resolve_cache(&raw, file, text)?;
     let routes = resolve_routes(raw.route, file, text)?;
+    let http_access = crate::access::resolve(&raw.acl, &raw.http_access, &raw.forward, file, text)?;
     Ok(Config {
         server: Server {
             workers: resolve_workers(raw.server.workers.as_usize()),
@@ -41,7 +42,13 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
             forwarded: raw.headers.forwarded,
         },
         forward: Forward {
-            allow: raw.forward.allow.into_iter().map(|net| net.0).collect(),
+            allow: raw
+                .forward
+                .allow
+                .into_inner()
+                .into_iter()
+                .map(|net| net.0)
+                .collect(),
             connect_ports: raw
                 .forward
                 .connect_ports
@@ -55,6 +62,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
             format: raw.access_log.format.0,
         },
         cache,
+        http_access,
     })
 }
 

@@ -5,6 +5,8 @@ use std::net::{Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sepia_access::is_host_name;
+
 use crate::model::{HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr, XForwardedFor};
 
 /// A value parsed from one TOML string.
@@ -141,29 +143,25 @@ impl ConfigValue for SocketAddr {
 }
 
 /// A network in CIDR notation; a bare address means just that host (/32 or /128). Host bits
-/// set under the mask (`10.0.0.1/8`) are rejected as the likely typo they are.
+/// set under the mask (`10.0.0.1/8`) are rejected as the likely typo they are. The one parser
+/// shared with `src` / `dst` ACLs, so both read networks alike.
 impl ConfigValue for ipnet::IpNet {
     const EXPECTING: &'static str = "a network string such as \"10.0.0.0/8\"";
     fn parse_value(text: &str) -> Result<Self, String> {
-        let net = match text.parse::<ipnet::IpNet>() {
-            Ok(net) => net,
-            Err(_) => match text.parse::<std::net::IpAddr>() {
-                Ok(ip) => ipnet::IpNet::from(ip),
-                Err(_) => {
-                    return Err(format!(
-                        "invalid network \"{text}\" (expected CIDR like \"10.0.0.0/8\" or \
-                         \"fc00::/7\", or a single address)"
-                    ))
-                }
-            },
-        };
-        if net.trunc() != net {
-            return Err(format!(
-                "network \"{text}\" has host bits set (did you mean \"{}\"?)",
-                net.trunc()
-            ));
-        }
-        Ok(net)
+        sepia_access::parse_network(text)
+    }
+}
+
+/// `allow` or `deny` in `[[http_access]]`.
+impl ConfigValue for sepia_access::Action {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        keyword(
+            text,
+            &[
+                ("allow", sepia_access::Action::Allow),
+                ("deny", sepia_access::Action::Deny),
+            ],
+        )
     }
 }
 
@@ -191,19 +189,6 @@ impl ConfigValue for HostMatch {
             Err(format!("invalid route host \"{text}\" {expected}"))
         }
     }
-}
-
-/// A DNS name or IPv4 literal: dot-separated non-empty labels of letters, digits, `-` and `_`.
-fn is_host_name(text: &str) -> bool {
-    !text.is_empty()
-        && text.len() <= 253
-        && text.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
 }
 
 fn is_bracketed_ipv6(text: &str) -> bool {

@@ -229,7 +229,14 @@ async fn dispatch(
     allowed: bool,
 ) -> Outcome {
     let no_body_pending = req.keep_alive && req.body_framing() == sepia_http1::BodyFraming::Empty;
-    if !allowed {
+    if let Some(rules) = &shared.config.http_access {
+        // [[http_access]] rules replace forward.allow and govern every listener.
+        if let Some(denied) =
+            crate::access::enforce(shared, cs, req, mode, rules, no_body_pending).await
+        {
+            return denied;
+        }
+    } else if !allowed {
         return local_error(
             403,
             "access denied: this proxy does not serve your address",

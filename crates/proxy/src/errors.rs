@@ -11,6 +11,9 @@ use sepia_http1::reason_phrase;
 
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub const CONNECT_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+/// The challenge every 407 carries: a proxy "MUST send a Proxy-Authenticate header field"
+/// with it (RFC 9110 §15.5.8, §11.7.1); Basic is the scheme Sepia verifies (RFC 7617).
+pub const CHALLENGE_BASIC: &[u8] = b"Proxy-Authenticate: Basic realm=\"Sepia\"\r\n";
 
 /// The Content-Type of every response [`error_response`] builds (the access log's `%mt`).
 pub const ERROR_CONTENT_TYPE: &[u8] = b"text/plain; charset=utf-8";
@@ -30,6 +33,9 @@ pub fn error_response(status: u16, detail: &str, close: bool, via: Option<&[u8]>
         out.put_slice(b"Via: ");
         out.put_slice(via);
         out.put_slice(b"\r\n");
+    }
+    if status == 407 {
+        out.put_slice(CHALLENGE_BASIC);
     }
     if close {
         out.put_slice(b"Connection: close\r\n");
@@ -58,6 +64,24 @@ mod tests {
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert_eq!(body, "502 Bad Gateway\norigin refused the connection\n");
+    }
+
+    #[test]
+    fn a_407_carries_a_basic_challenge() {
+        let r = error_response(407, "proxy authentication required", false, None);
+        let text = std::str::from_utf8(&r).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 407 Proxy Authentication Required\r\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\r\nProxy-Authenticate: Basic realm=\"Sepia\"\r\n"),
+            "{text}"
+        );
+        let r = error_response(403, "denied", false, None);
+        assert!(!std::str::from_utf8(&r)
+            .unwrap()
+            .contains("Proxy-Authenticate"));
     }
 
     #[test]

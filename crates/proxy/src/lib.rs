@@ -3,6 +3,7 @@
 //! recv (`client`) → route (`client::dispatch`) → pass (`exchange`) or tunnel (`tunnel`)
 //! → deliver (`relay`) → log.
 
+mod access;
 mod cache;
 mod client;
 mod dns;

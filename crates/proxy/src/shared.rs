@@ -26,6 +26,9 @@ pub struct Shared {
     pub cache: Option<Cache>,
     /// The Via value Sepia adds: "1.1 <pseudonym>" (RFC 9110 §7.6.3).
     pub via: Bytes,
+    /// The zone `time` ACLs read the clock in: `TZ` if set, else the system's
+    /// (`/etc/localtime`), read once here.
+    pub tz: sepia_access::TimeZone,
 }
 
 impl Shared {
@@ -51,6 +54,7 @@ impl Shared {
             log,
             routes,
             via,
+            tz: sepia_access::TimeZone::system(),
             config,
         })
     }
