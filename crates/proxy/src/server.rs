@@ -16,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 
 use crate::client;
+use crate::intercept::{self, Divert};
 use crate::shared::Shared;
 
 /// Pending connections the kernel queues per listener.
@@ -23,7 +24,14 @@ const BACKLOG: i32 = 4096;
 
 pub struct Server {
     shared: Arc<Shared>,
-    listeners: Vec<(TcpListener, Mode)>,
+    listeners: Vec<Bound>,
+}
+
+/// A listening socket and how its connections are served.
+struct Bound {
+    listener: TcpListener,
+    mode: Mode,
+    spoof_client: bool,
 }
 
 impl Server {
@@ -31,10 +39,14 @@ impl Server {
     pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            let listener = bind(l.address).map_err(|e| {
+            let listener = bind(l.address, l.mode == Mode::Tproxy).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.address))
             })?;
-            listeners.push((listener, l.mode));
+            listeners.push(Bound {
+                listener,
+                mode: l.mode,
+                spoof_client: l.spoof_client,
+            });
         }
         Ok(Server {
             shared: Arc::new(Shared::new(config, log)?),
@@ -46,7 +58,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|(l, _)| l.local_addr().ok())
+            .filter_map(|b| b.listener.local_addr().ok())
             .collect()
     }
 
@@ -54,10 +66,9 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let tracker = Arc::new(Tracker::default());
-        for (listener, mode) in self.listeners {
+        for bound in self.listeners {
             tokio::spawn(accept_loop(
-                listener,
-                mode,
+                bound,
                 self.shared.clone(),
                 stop_rx.clone(),
                 tracker.clone(),
@@ -79,10 +90,20 @@ impl Server {
     }
 }
 
-fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     // Restarting Sepia must not wait for old connections in TIME_WAIT.
     socket.set_reuse_address(true)?;
+    if transparent {
+        // TPROXY delivers connections addressed to other hosts only to IP_TRANSPARENT sockets
+        // (needs CAP_NET_ADMIN). Linux accepts the IPv4-level option on IPv6 sockets too.
+        socket.set_ip_transparent(true).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("IP_TRANSPARENT for a tproxy listener (needs CAP_NET_ADMIN): {e}"),
+            )
+        })?;
+    }
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
@@ -93,17 +114,25 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 async fn accept_loop(
-    listener: TcpListener,
-    mode: Mode,
+    bound: Bound,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     tracker: Arc<Tracker>,
 ) {
+    let Bound {
+        listener,
+        mode,
+        spoof_client,
+    } = bound;
+    let Ok(listen) = listener.local_addr() else {
+        return;
+    };
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
-                    let conn = Conn { shared: shared.clone(), peer, mode, stop: stop.clone(), _guard: tracker.enter() };
+                    let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
+                    let conn = Conn { shared: shared.clone(), peer, mode, divert, stop: stop.clone(), _guard: tracker.enter() };
                     spawn_session(conn, stream);
                 }
                 Err(e) => {
@@ -122,6 +151,7 @@ struct Conn {
     shared: Arc<Shared>,
     peer: SocketAddr,
     mode: Mode,
+    divert: Divert,
     stop: watch::Receiver<bool>,
     _guard: Guard,
 }
@@ -135,6 +165,7 @@ fn spawn_session(conn: Conn, stream: TcpStream) {
             stream,
             conn.peer,
             conn.mode,
+            conn.divert.clone(),
             conn.stop.clone(),
         )
         .await;
@@ -224,7 +255,14 @@ mod tests {
     #[test]
     fn a_parked_connection_is_small() {
         let serve = with_parts(|s, addr, shared, rx| {
-            std::mem::size_of_val(&client::serve(shared, s, addr, Mode::Forward, rx))
+            std::mem::size_of_val(&client::serve(
+                shared,
+                s,
+                addr,
+                Mode::Forward,
+                Divert::NotDiverted,
+                rx,
+            ))
         });
         let park = with_parts(|s, addr, shared, rx| {
             let tracker = Arc::new(Tracker::default());
@@ -232,6 +270,7 @@ mod tests {
                 shared,
                 peer: addr,
                 mode: Mode::Forward,
+                divert: Divert::NotDiverted,
                 stop: rx,
                 _guard: tracker.enter(),
             };
