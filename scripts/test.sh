@@ -12,6 +12,8 @@ quick=0
 need_pkgs=()
 command -v curl >/dev/null || need_pkgs+=(curl)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
+# The interception tests (e2e/tests/intercept.rs) build namespaces with REDIRECT/TPROXY rules.
+command -v iptables >/dev/null || need_pkgs+=(iptables)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -12,9 +12,10 @@
 //! * [`RawClient`] / [`Response`]: a byte-exact client that can send anything.
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
+//! * [`netns`]: client, router and origin network namespaces for the interception tests.
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
-//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`. `$SEPIA_BIN` overrides the binary
+//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`, `intercept`, `ipv6`. `$SEPIA_BIN` overrides the binary
 //! under test.
 
 mod binary;
@@ -23,6 +24,7 @@ mod curl;
 mod echo;
 pub mod fixtures;
 mod message;
+pub mod netns;
 mod origin;
 mod origin_cache_routes;
 mod origin_routes;
@@ -31,7 +33,7 @@ mod raw_client;
 
 pub use binary::{sepia_bin, Sepia};
 pub use config::{forward_config, free_addr, reverse_config};
-pub use curl::{curl, CurlOutput};
+pub use curl::{curl, curl_in_netns, CurlOutput};
 pub use echo::EchoServer;
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};
