@@ -77,6 +77,11 @@ impl Netns {
         run(&full)
     }
 
+    /// Runs a command line (split at whitespace, no quoting) inside the namespace.
+    pub fn exec_line(&self, line: &str) -> Result<(), String> {
+        self.exec(&line.split_whitespace().collect::<Vec<_>>())
+    }
+
     /// Runs `f` on a thread that has joined the namespace: sockets it creates live there.
     pub fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
         let handle = self.handle().unwrap_or_else(|e| panic!("{e}"));
@@ -232,25 +237,10 @@ impl Lab {
 
     /// NAT REDIRECT of the client side's port-80 traffic (IPv4 and IPv6) to `port`.
     pub fn redirect(&self, port: u16) -> Result<(), String> {
-        let port = port.to_string();
         for tool in ["iptables", "ip6tables"] {
-            self.router.exec(&[
-                tool,
-                "-t",
-                "nat",
-                "-A",
-                "PREROUTING",
-                "-i",
-                "r0",
-                "-p",
-                "tcp",
-                "--dport",
-                "80",
-                "-j",
-                "REDIRECT",
-                "--to-ports",
-                &port,
-            ])?;
+            self.router.exec_line(&format!(
+                "{tool} -t nat -A PREROUTING -i r0 -p tcp --dport 80 -j REDIRECT --to-ports {port}"
+            ))?;
         }
         Ok(())
     }
@@ -259,58 +249,21 @@ impl Lab {
     /// routing that delivers marked packets locally, and the `-m socket` rule that sends the
     /// replies to spoofed connections (and the rest of diverted flows) to Sepia's sockets.
     pub fn tproxy(&self, port: u16) -> Result<(), String> {
-        let port = port.to_string();
         for (tool, ip, any) in [("iptables", "-4", "0.0.0.0/0"), ("ip6tables", "-6", "::/0")] {
-            let r = &self.router;
-            r.exec(&[tool, "-t", "mangle", "-N", "DIVERT"])?;
-            r.exec(&[
-                tool,
-                "-t",
-                "mangle",
-                "-A",
-                "DIVERT",
-                "-j",
-                "MARK",
-                "--set-mark",
-                "1",
-            ])?;
-            r.exec(&[tool, "-t", "mangle", "-A", "DIVERT", "-j", "ACCEPT"])?;
-            r.exec(&[
-                tool,
-                "-t",
-                "mangle",
-                "-A",
-                "PREROUTING",
-                "-p",
-                "tcp",
-                "-m",
-                "socket",
-                "-j",
-                "DIVERT",
-            ])?;
-            r.exec(&[
-                tool,
-                "-t",
-                "mangle",
-                "-A",
-                "PREROUTING",
-                "-i",
-                "r0",
-                "-p",
-                "tcp",
-                "--dport",
-                "80",
-                "-j",
-                "TPROXY",
-                "--tproxy-mark",
-                "0x1/0x1",
-                "--on-port",
-                &port,
-            ])?;
-            r.exec(&["ip", ip, "rule", "add", "fwmark", "1", "lookup", "100"])?;
-            r.exec(&[
-                "ip", ip, "route", "add", "local", any, "dev", "lo", "table", "100",
-            ])?;
+            for line in [
+                format!("{tool} -t mangle -N DIVERT"),
+                format!("{tool} -t mangle -A DIVERT -j MARK --set-mark 1"),
+                format!("{tool} -t mangle -A DIVERT -j ACCEPT"),
+                format!("{tool} -t mangle -A PREROUTING -p tcp -m socket -j DIVERT"),
+                format!(
+                    "{tool} -t mangle -A PREROUTING -i r0 -p tcp --dport 80 \
+                     -j TPROXY --tproxy-mark 0x1/0x1 --on-port {port}"
+                ),
+                format!("ip {ip} rule add fwmark 1 lookup 100"),
+                format!("ip {ip} route add local {any} dev lo table 100"),
+            ] {
+                self.router.exec_line(&line)?;
+            }
         }
         Ok(())
     }

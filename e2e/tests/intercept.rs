@@ -9,36 +9,64 @@
 
 use std::time::Duration;
 
+use sepia_e2e::netns::NsOrigin;
 use sepia_e2e::netns::{
     Lab, CLIENT_V4, CLIENT_V6, ORIGIN_V4, ORIGIN_V6, ROUTER_CLIENT_SIDE_V4, ROUTER_ORIGIN_SIDE_V4,
     ROUTER_ORIGIN_SIDE_V6,
 };
-use sepia_e2e::{curl_in_netns, pattern, CurlOutput, Sepia};
+use sepia_e2e::{curl_in_netns, pattern, CurlOutput, RecordedRequest, Sepia};
 
 const LOG_WAIT: Duration = Duration::from_secs(10);
 const REDIRECT_PORT: u16 = 3129;
 const TPROXY_PORT: u16 = 3130;
 
-/// The lab, or `None` after saying plainly why this machine cannot build it.
-fn lab_or_skip(test: &str) -> Option<Lab> {
-    match Lab::build() {
-        Ok(lab) => Some(lab),
-        Err(why) => {
-            eprintln!("SKIPPED: {test}: cannot build network namespaces here: {why}");
-            None
-        }
-    }
+/// A built lab with its origin and Sepia; fields drop in order (Sepia stops first).
+struct Setup {
+    sepia: Sepia,
+    origin: NsOrigin,
+    lab: Lab,
 }
 
-/// Applies the diversion rules, or says why the kernel refused them.
-fn rules_or_skip(test: &str, applied: Result<(), String>) -> Option<()> {
-    match applied {
-        Ok(()) => Some(()),
+/// Builds the lab, diverts port 80 into Sepia on `port` (REDIRECT for `"intercept"`, else
+/// TPROXY), starts an origin on `origin_addr` and Sepia with `extra` listener keys. `None`
+/// after saying plainly why this machine cannot do it.
+fn setup_or_skip(
+    test: &str,
+    mode: &str,
+    port: u16,
+    extra: &str,
+    origin_addr: &str,
+) -> Option<Setup> {
+    let lab = match Lab::build() {
+        Ok(lab) => lab,
         Err(why) => {
-            eprintln!("SKIPPED: {test}: the kernel refused the diversion rules: {why}");
-            None
+            eprintln!("SKIPPED: {test}: cannot build network namespaces here: {why}");
+            return None;
         }
+    };
+    let rules = match mode {
+        "intercept" => lab.redirect(port),
+        _ => lab.tproxy(port),
+    };
+    if let Err(why) = rules {
+        eprintln!("SKIPPED: {test}: the kernel refused the diversion rules: {why}");
+        return None;
     }
+    // Read by Sepia's resolver when it verifies a Host name (`ip netns exec` mounts it).
+    lab.router
+        .set_etc_file(
+            "hosts",
+            "127.0.0.1 localhost\n10.77.2.2 origin.test\n10.77.2.9 elsewhere.test\n",
+        )
+        .expect("hosts file for the router namespace");
+    let origin = lab.origin.start_origin(origin_addr);
+    let sepia = Sepia::start_in_netns(lab.router.name(), &config(mode, port, extra));
+    Some(Setup { sepia, origin, lab })
+}
+
+/// The IP address a request reached the origin from.
+fn peer_ip(seen: &RecordedRequest) -> String {
+    seen.peer.map(|p| p.ip().to_string()).unwrap_or_default()
 }
 
 /// Sepia listening on both address families with `mode` (and `extra` listener keys).
@@ -76,7 +104,7 @@ fn log_line_for(sepia: &Sepia, url: &str) -> Vec<String> {
 }
 
 /// Requests whose Host does not name the original destination get 409 and reach no origin.
-fn assert_host_mismatches_refused(lab: &Lab, origin: &sepia_e2e::netns::NsOrigin) {
+fn assert_host_mismatches_refused(lab: &Lab, origin: &NsOrigin) {
     let before = origin.request_count();
     let url = format!("http://{ORIGIN_V4}/bytes/7");
     for host in [
@@ -104,7 +132,7 @@ fn assert_host_mismatches_refused(lab: &Lab, origin: &sepia_e2e::netns::NsOrigin
 
 /// A client that connects to Sepia's interception port itself is refused: forwarding to the
 /// "original destination", Sepia's own port, would loop.
-fn assert_direct_connection_refused(lab: &Lab, origin: &sepia_e2e::netns::NsOrigin, port: u16) {
+fn assert_direct_connection_refused(lab: &Lab, origin: &NsOrigin, port: u16) {
     let before = origin.request_count();
     let out = get(
         lab,
@@ -119,18 +147,12 @@ fn assert_direct_connection_refused(lab: &Lab, origin: &sepia_e2e::netns::NsOrig
 #[test]
 fn redirect_intercepts_port_80_and_verifies_host() {
     let test = "redirect_intercepts_port_80_and_verifies_host";
-    let Some(lab) = lab_or_skip(test) else { return };
-    let Some(()) = rules_or_skip(test, lab.redirect(REDIRECT_PORT)) else {
+    let origin_addr = format!("{ORIGIN_V4}:80");
+    let Some(Setup { sepia, origin, lab }) =
+        setup_or_skip(test, "intercept", REDIRECT_PORT, "", &origin_addr)
+    else {
         return;
     };
-    lab.router
-        .set_etc_file(
-            "hosts",
-            "127.0.0.1 localhost\n10.77.2.2 origin.test\n10.77.2.9 elsewhere.test\n",
-        )
-        .expect("hosts file for the router namespace");
-    let origin = lab.origin.start_origin(&format!("{ORIGIN_V4}:80"));
-    let sepia = Sepia::start_in_netns(lab.router.name(), &config("intercept", REDIRECT_PORT, ""));
 
     // The client asks the origin's address; Sepia answers on its behalf.
     let out = get(&lab, &format!("http://{ORIGIN_V4}/bytes/100"), &[]);
@@ -141,8 +163,8 @@ fn redirect_intercepts_port_80_and_verifies_host() {
     assert_eq!(seen.target, "/bytes/100");
     assert_eq!(seen.header("host"), Some(ORIGIN_V4));
     assert_eq!(
-        seen.peer.map(|p| p.ip().to_string()).as_deref(),
-        Some(ROUTER_ORIGIN_SIDE_V4),
+        peer_ip(&seen),
+        ROUTER_ORIGIN_SIDE_V4,
         "REDIRECT: the origin sees the router"
     );
 
@@ -162,14 +184,8 @@ fn redirect_intercepts_port_80_and_verifies_host() {
     let again = get(&lab, &url, &[]);
     again.assert_status(200);
     assert_eq!(origin.request_count(), 3, "{:#?}", origin.requests());
-    assert!(
-        again
-            .header("cache-status")
-            .unwrap_or_default()
-            .contains("hit"),
-        "{}",
-        again.headers
-    );
+    let cache_status = again.header("cache-status").unwrap_or_default();
+    assert!(cache_status.contains("hit"), "{}", again.headers);
 
     assert_host_mismatches_refused(&lab, &origin);
     assert_direct_connection_refused(&lab, &origin, REDIRECT_PORT);
@@ -179,49 +195,42 @@ fn redirect_intercepts_port_80_and_verifies_host() {
     assert_eq!(line[2], CLIENT_V4, "{line:?}");
     assert_eq!(line[3], "TCP_MISS/200", "{line:?}");
     assert_eq!(line[8], format!("HIER_DIRECT/{ORIGIN_V4}"), "{line:?}");
-    let hit = sepia
-        .log_lines()
-        .into_iter()
-        .filter(|l| l.contains(&url))
-        .collect::<Vec<_>>();
-    assert!(
-        hit.iter().any(|l| l.contains("TCP_MEM_HIT/200")),
-        "{hit:#?}"
-    );
-    let conflicts = sepia
-        .log_lines()
-        .into_iter()
-        .filter(|l| l.contains("/409 "))
-        .count();
-    assert_eq!(conflicts, 4, "{}", sepia.stdout());
+    let log = sepia.log_lines();
+    let hits = log
+        .iter()
+        .filter(|l| l.contains(&url) && l.contains("TCP_MEM_HIT/200"));
+    assert_eq!(hits.count(), 1, "{log:#?}");
+    let conflicts = log.iter().filter(|l| l.contains("/409 ")).count();
+    assert_eq!(conflicts, 4, "{log:#?}");
 }
 
 #[test]
 fn tproxy_spoofs_the_client_address_toward_the_origin() {
     let test = "tproxy_spoofs_the_client_address_toward_the_origin";
-    let Some(lab) = lab_or_skip(test) else { return };
-    let Some(()) = rules_or_skip(test, lab.tproxy(TPROXY_PORT)) else {
+    let origin_addr = format!("{ORIGIN_V4}:80");
+    // spoof_client defaults to true, as in Squid.
+    let Some(Setup { sepia, origin, lab }) =
+        setup_or_skip(test, "tproxy", TPROXY_PORT, "", &origin_addr)
+    else {
         return;
     };
-    let origin = lab.origin.start_origin(&format!("{ORIGIN_V4}:80"));
-    // spoof_client defaults to true, as in Squid.
-    let sepia = Sepia::start_in_netns(lab.router.name(), &config("tproxy", TPROXY_PORT, ""));
-
     for path in ["/bytes/1000", "/echo"] {
-        let out = get(&lab, &format!("http://{ORIGIN_V4}{path}"), &[]);
-        out.assert_status(200);
+        get(&lab, &format!("http://{ORIGIN_V4}{path}"), &[]).assert_status(200);
     }
     let requests = origin.requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");
     for seen in &requests {
-        assert_eq!(
-            seen.peer.map(|p| p.ip().to_string()).as_deref(),
-            Some(CLIENT_V4),
-            "TPROXY with spoof_client: the origin sees the client: {seen:#?}"
-        );
+        let why = format!("TPROXY with spoof_client: the origin sees the client: {seen:#?}");
+        assert_eq!(peer_ip(seen), CLIENT_V4, "{why}");
         assert_eq!(seen.header("host"), Some(ORIGIN_V4));
     }
-    let out = get(&lab, &format!("http://{ORIGIN_V4}/bytes/5"), &[]);
+    // A name verified against the destination works through TPROXY as well.
+    let out = get(
+        &lab,
+        "http://origin.test/bytes/5",
+        &["--resolve", "origin.test:80:10.77.2.2"],
+    );
+    out.assert_status(200);
     assert_eq!(out.body, pattern(5));
 
     assert_host_mismatches_refused(&lab, &origin);
@@ -234,55 +243,43 @@ fn tproxy_spoofs_the_client_address_toward_the_origin() {
 #[test]
 fn tproxy_without_spoofing_connects_from_the_router() {
     let test = "tproxy_without_spoofing_connects_from_the_router";
-    let Some(lab) = lab_or_skip(test) else { return };
-    let Some(()) = rules_or_skip(test, lab.tproxy(TPROXY_PORT)) else {
+    let origin_addr = format!("{ORIGIN_V4}:80");
+    let no_spoof = "spoof_client = false\n";
+    // Bound, not `..`: an unbound Sepia would be dropped (stopped) at once.
+    let Some(Setup {
+        sepia: _sepia,
+        origin,
+        lab,
+    }) = setup_or_skip(test, "tproxy", TPROXY_PORT, no_spoof, &origin_addr)
+    else {
         return;
     };
-    let origin = lab.origin.start_origin(&format!("{ORIGIN_V4}:80"));
-    let _sepia = Sepia::start_in_netns(
-        lab.router.name(),
-        &config("tproxy", TPROXY_PORT, "spoof_client = false\n"),
-    );
     let out = get(&lab, &format!("http://{ORIGIN_V4}/bytes/64"), &[]);
     out.assert_status(200);
     assert_eq!(out.body, pattern(64));
-    let seen = origin.single_request();
-    assert_eq!(
-        seen.peer.map(|p| p.ip().to_string()).as_deref(),
-        Some(ROUTER_ORIGIN_SIDE_V4)
-    );
+    assert_eq!(peer_ip(&origin.single_request()), ROUTER_ORIGIN_SIDE_V4);
 }
 
 #[test]
 fn ipv6_is_intercepted_by_redirect_and_tproxy() {
     let test = "ipv6_is_intercepted_by_redirect_and_tproxy";
-    for (mode, port) in [("intercept", REDIRECT_PORT), ("tproxy", TPROXY_PORT)] {
-        let Some(lab) = lab_or_skip(test) else { return };
-        let rules = match mode {
-            "intercept" => lab.redirect(port),
-            _ => lab.tproxy(port),
-        };
-        let Some(()) = rules_or_skip(test, rules) else {
+    let origin_addr = format!("[{ORIGIN_V6}]:80");
+    // REDIRECT: the origin sees the router; TPROXY spoofing: the client.
+    for (mode, port, want_peer) in [
+        ("intercept", REDIRECT_PORT, ROUTER_ORIGIN_SIDE_V6),
+        ("tproxy", TPROXY_PORT, CLIENT_V6),
+    ] {
+        let Some(Setup { sepia, origin, lab }) = setup_or_skip(test, mode, port, "", &origin_addr)
+        else {
             return;
         };
-        let origin = lab.origin.start_origin(&format!("[{ORIGIN_V6}]:80"));
-        let sepia = Sepia::start_in_netns(lab.router.name(), &config(mode, port, ""));
         let url = format!("http://[{ORIGIN_V6}]/bytes/300");
         let out = get(&lab, &url, &[]);
         out.assert_status(200);
         assert_eq!(out.body, pattern(300));
         let seen = origin.single_request();
         assert_eq!(seen.header("host"), Some(format!("[{ORIGIN_V6}]").as_str()));
-        let want_peer = if mode == "tproxy" {
-            CLIENT_V6
-        } else {
-            ROUTER_ORIGIN_SIDE_V6
-        };
-        assert_eq!(
-            seen.peer.map(|p| p.ip().to_string()).as_deref(),
-            Some(want_peer),
-            "{mode}"
-        );
+        assert_eq!(peer_ip(&seen), want_peer, "{mode}");
         // A Host naming another IPv6 address is refused.
         let out = get(&lab, &url, &["-H", "Host: [fd77:2::9]"]);
         out.assert_status(409);
