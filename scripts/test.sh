@@ -14,6 +14,7 @@ command -v curl >/dev/null || need_pkgs+=(curl)
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 # The interception tests (e2e/tests/intercept.rs) build namespaces with REDIRECT/TPROXY rules.
 command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v nft >/dev/null || need_pkgs+=(nftables)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -249,7 +249,7 @@ impl Lab {
     /// routing that delivers marked packets locally, and the `-m socket` rule that sends the
     /// replies to spoofed connections (and the rest of diverted flows) to Sepia's sockets.
     pub fn tproxy(&self, port: u16) -> Result<(), String> {
-        for (tool, ip, any) in [("iptables", "-4", "0.0.0.0/0"), ("ip6tables", "-6", "::/0")] {
+        for tool in ["iptables", "ip6tables"] {
             for line in [
                 format!("{tool} -t mangle -N DIVERT"),
                 format!("{tool} -t mangle -A DIVERT -j MARK --set-mark 1"),
@@ -259,13 +259,49 @@ impl Lab {
                     "{tool} -t mangle -A PREROUTING -i r0 -p tcp --dport 80 \
                      -j TPROXY --tproxy-mark 0x1/0x1 --on-port {port}"
                 ),
-                format!("ip {ip} rule add fwmark 1 lookup 100"),
-                format!("ip {ip} route add local {any} dev lo table 100"),
             ] {
                 self.router.exec_line(&line)?;
             }
         }
+        self.deliver_marked_locally()
+    }
+
+    /// Policy routing for TPROXY: packets marked 1 are delivered to local sockets.
+    fn deliver_marked_locally(&self) -> Result<(), String> {
+        for (ip, any) in [("-4", "0.0.0.0/0"), ("-6", "::/0")] {
+            self.router
+                .exec_line(&format!("ip {ip} rule add fwmark 1 lookup 100"))?;
+            self.router
+                .exec_line(&format!("ip {ip} route add local {any} dev lo table 100"))?;
+        }
         Ok(())
+    }
+
+    /// The nftables equivalent of [`Lab::redirect`] (`"redirect"`) or [`Lab::tproxy`]
+    /// (`"tproxy"`), as documented in docs/INTERCEPTION.md.
+    pub fn nft(&self, kind: &str, port: u16) -> Result<(), String> {
+        let rules = match kind {
+            "redirect" => format!(
+                "table inet sepia_nat {{\n chain prerouting {{\n  \
+                 type nat hook prerouting priority dstnat;\n  \
+                 iifname \"r0\" tcp dport 80 redirect to :{port}\n }}\n}}\n"
+            ),
+            _ => format!(
+                "table inet sepia_tproxy {{\n chain prerouting {{\n  \
+                 type filter hook prerouting priority mangle;\n  \
+                 meta l4proto tcp socket transparent 1 meta mark set 1 accept\n  \
+                 iifname \"r0\" tcp dport 80 tproxy to :{port} meta mark set 1 accept\n }}\n}}\n"
+            ),
+        };
+        let file = std::env::temp_dir().join(format!("{}.nft", self.router.name()));
+        std::fs::write(&file, rules).map_err(|e| format!("write {}: {e}", file.display()))?;
+        let loaded = self.router.exec(&["nft", "-f", &file.to_string_lossy()]);
+        let _ = std::fs::remove_file(&file);
+        loaded?;
+        match kind {
+            "redirect" => Ok(()),
+            _ => self.deliver_marked_locally(),
+        }
     }
 }
 

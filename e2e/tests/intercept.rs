@@ -27,8 +27,8 @@ struct Setup {
     lab: Lab,
 }
 
-/// Builds the lab, diverts port 80 into Sepia on `port` (REDIRECT for `"intercept"`, else
-/// TPROXY), starts an origin on `origin_addr` and Sepia with `extra` listener keys. `None`
+/// Builds the lab, diverts port 80 into Sepia on `port` (iptables REDIRECT for `"intercept"`,
+/// TPROXY for `"tproxy"`, the nftables equivalents for `"nft-intercept"` and `"nft-tproxy"`), starts an origin on `origin_addr` and Sepia with `extra` listener keys. `None`
 /// after saying plainly why this machine cannot do it.
 fn setup_or_skip(
     test: &str,
@@ -46,7 +46,10 @@ fn setup_or_skip(
     };
     let rules = match mode {
         "intercept" => lab.redirect(port),
-        _ => lab.tproxy(port),
+        "tproxy" => lab.tproxy(port),
+        // The nftables recipes of docs/INTERCEPTION.md.
+        "nft-intercept" => lab.nft("redirect", port),
+        _ => lab.nft("tproxy", port),
     };
     if let Err(why) = rules {
         eprintln!("SKIPPED: {test}: the kernel refused the diversion rules: {why}");
@@ -60,6 +63,7 @@ fn setup_or_skip(
         )
         .expect("hosts file for the router namespace");
     let origin = lab.origin.start_origin(origin_addr);
+    let mode = mode.trim_start_matches("nft-");
     let sepia = Sepia::start_in_netns(lab.router.name(), &config(mode, port, extra));
     Some(Setup { sepia, origin, lab })
 }
@@ -195,7 +199,10 @@ fn redirect_intercepts_port_80_and_verifies_host() {
     assert_eq!(line[2], CLIENT_V4, "{line:?}");
     assert_eq!(line[3], "TCP_MISS/200", "{line:?}");
     assert_eq!(line[8], format!("HIER_DIRECT/{ORIGIN_V4}"), "{line:?}");
-    let log = sepia.log_lines();
+    // Two misses, a miss and a hit, four conflicts, one refusal: nine lines in all.
+    let log = sepia.wait_for_log_lines(9, LOG_WAIT);
+    assert_eq!(log.len(), 9, "{log:#?}");
+    assert!(log[8].contains(" TCP_DENIED/403 "), "{log:#?}");
     let hits = log
         .iter()
         .filter(|l| l.contains(&url) && l.contains("TCP_MEM_HIT/200"));
@@ -287,5 +294,29 @@ fn ipv6_is_intercepted_by_redirect_and_tproxy() {
         let line = log_line_for(&sepia, &url);
         assert_eq!(line[2], CLIENT_V6, "{line:?}");
         assert_eq!(line[8], format!("HIER_DIRECT/{ORIGIN_V6}"), "{line:?}");
+    }
+}
+
+#[test]
+fn nftables_rules_divert_like_iptables() {
+    let test = "nftables_rules_divert_like_iptables";
+    let origin_addr = format!("{ORIGIN_V4}:80");
+    for (mode, port, want_peer) in [
+        ("nft-intercept", REDIRECT_PORT, ROUTER_ORIGIN_SIDE_V4),
+        ("nft-tproxy", TPROXY_PORT, CLIENT_V4),
+    ] {
+        let Some(Setup {
+            sepia: _sepia,
+            origin,
+            lab,
+        }) = setup_or_skip(test, mode, port, "", &origin_addr)
+        else {
+            return;
+        };
+        let out = get(&lab, &format!("http://{ORIGIN_V4}/bytes/77"), &[]);
+        out.assert_status(200);
+        assert_eq!(out.body, pattern(77), "{mode}");
+        assert_eq!(peer_ip(&origin.single_request()), want_peer, "{mode}");
+        assert_host_mismatches_refused(&lab, &origin);
     }
 }
