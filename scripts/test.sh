@@ -15,6 +15,9 @@ command -v ip >/dev/null || need_pkgs+=(iproute2)
 # Squid 5.7 (Debian bookworm) for e2e/tests/squid_log.rs, which compares its access log with
 # Sepia's; it lives in /usr/sbin, often not on a user's PATH.
 [[ -x /usr/sbin/squid ]] || command -v squid >/dev/null || need_pkgs+=(squid)
+# The interception tests (e2e/tests/intercept.rs) build namespaces with REDIRECT/TPROXY rules.
+command -v iptables >/dev/null || need_pkgs+=(iptables)
+command -v nft >/dev/null || need_pkgs+=(nftables)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

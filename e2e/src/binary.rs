@@ -57,7 +57,7 @@ impl Sepia {
             let config = dir.path().join("sepia.toml");
             std::fs::write(&config, &config_toml).expect("write config");
             let args = vec!["--config".into(), config.into_os_string()];
-            match Self::spawn(args, dir, addr, env) {
+            match Self::spawn(args, dir, addr, env, None) {
                 Ok(sepia) => return sepia,
                 Err(failed) if attempt < 3 && failed.port_taken() => {
                     let fresh: SocketAddr = crate::free_addr().parse().expect("free address");
@@ -82,14 +82,26 @@ impl Sepia {
             .parse()
             .unwrap_or_else(|e| panic!("bad --listen {listen}: {e}"));
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(args.iter().map(OsString::from).collect(), dir, addr, &[])
+        Self::spawn(args.iter().map(OsString::from).collect(), dir, addr, &[], None)
             .unwrap_or_else(|failed| failed.fail())
     }
 
     /// Runs `sepia` with no arguments (the built-in default) and waits for `addr`.
     pub fn start_default(addr: SocketAddr) -> Sepia {
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(Vec::new(), dir, addr, &[]).unwrap_or_else(|failed| failed.fail())
+        Self::spawn(Vec::new(), dir, addr, &[], None).unwrap_or_else(|failed| failed.fail())
+    }
+
+    /// Like [`Sepia::start`], inside network namespace `netns` (`ip netns exec NETNS sepia
+    /// --config FILE`; needs root). No port retry: a fresh namespace has every port free.
+    pub fn start_in_netns(netns: &str, config_toml: &str) -> Sepia {
+        let addr = listen_address_in(config_toml)
+            .unwrap_or_else(|| panic!("no `address = \"...\"` line in config:\n{config_toml}"));
+        let dir = TempDir::new().expect("create temp dir");
+        let config = dir.path().join("sepia.toml");
+        std::fs::write(&config, config_toml).expect("write config");
+        let args = vec!["--config".into(), config.into_os_string()];
+        Self::spawn(args, dir, addr, &[], Some(netns)).unwrap_or_else(|failed| failed.fail())
     }
 
     fn spawn(
@@ -97,10 +109,20 @@ impl Sepia {
         dir: TempDir,
         addr: SocketAddr,
         env: &[(&str, &str)],
+        netns: Option<&str>,
     ) -> Result<Sepia, FailedStart> {
         let stdout = File::create(dir.path().join("stdout")).expect("create stdout file");
         let stderr = File::create(dir.path().join("stderr")).expect("create stderr file");
-        let child = Command::new(sepia_bin())
+        let mut command = match netns {
+            // `ip netns exec` execs the program in place: the child's pid stays the binary's.
+            Some(netns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", netns]).arg(sepia_bin());
+                c
+            }
+            None => Command::new(sepia_bin()),
+        };
+        let child = command
             .args(&args)
             .envs(env.iter().copied())
             .current_dir(dir.path())
@@ -227,11 +249,12 @@ impl Sepia {
 }
 
 /// Whether process `pid` holds a socket listening on TCP `port` (Linux /proc: the socket
-/// inodes of listeners in /proc/net/tcp{,6} against the process's open descriptors).
+/// inodes of listeners in /proc/PID/net/tcp{,6}, the tables of the process's own network
+/// namespace, against the process's open descriptors).
 fn listens_on(pid: u32, port: u16) -> bool {
-    let listeners: Vec<String> = ["/proc/net/tcp", "/proc/net/tcp6"]
+    let listeners: Vec<String> = ["tcp", "tcp6"]
         .iter()
-        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .filter_map(|table| std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok())
         .flat_map(|table| listening_inodes(&table, port))
         .collect();
     if listeners.is_empty() {

@@ -57,10 +57,20 @@ impl CurlOutput {
 /// Runs `curl -sS ARGS...` with a 30 s overall limit and no proxy from the environment,
 /// capturing the status, the response heads and the body.
 pub fn curl(args: &[&str]) -> CurlOutput {
+    run_curl(Command::new("curl"), args)
+}
+
+/// [`curl`] inside network namespace `netns` (`ip netns exec NETNS curl ...`; needs root).
+pub fn curl_in_netns(netns: &str, args: &[&str]) -> CurlOutput {
+    let mut command = Command::new("ip");
+    command.args(["netns", "exec", netns, "curl"]);
+    run_curl(command, args)
+}
+
+fn run_curl(mut command: Command, args: &[&str]) -> CurlOutput {
     let dir = TempDir::new().expect("create temp dir");
     let body_path = dir.path().join("body");
     let head_path = dir.path().join("headers");
-    let mut command = Command::new("curl");
     command
         .args(["-sS", "--max-time", "30", "-o"])
         .arg(&body_path)

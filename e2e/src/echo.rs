@@ -18,7 +18,13 @@ pub struct EchoServer {
 
 impl EchoServer {
     pub fn start() -> EchoServer {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind echo server");
+        EchoServer::start_on("127.0.0.1:0")
+    }
+
+    /// Starts the echo server on `addr` (e.g. `"[::1]:0"`).
+    pub fn start_on(addr: &str) -> EchoServer {
+        let listener =
+            TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind echo server on {addr}: {e}"));
         let addr = listener.local_addr().expect("echo address");
         let stop = Arc::new(AtomicBool::new(false));
         let connections = Arc::new(AtomicUsize::new(0));

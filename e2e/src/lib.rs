@@ -13,10 +13,12 @@
 //! * [`SquidLine`]: a Squid native access-log line, split and checked field by field.
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
+//! * [`netns`]: client, router and origin network namespaces for the interception tests.
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
-//! `timeouts`, `streaming`, `cli`, `access_log`, `cache`, `access` (ACLs and http_access).
-//! `$SEPIA_BIN` overrides the binary under test.
+//! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
+//! `access` (ACLs and http_access), `intercept`, `ipv6`. `$SEPIA_BIN` overrides the binary under
+//! test.
 
 mod binary;
 mod config;
@@ -24,6 +26,7 @@ mod curl;
 mod echo;
 pub mod fixtures;
 mod message;
+pub mod netns;
 mod origin;
 mod origin_cache_routes;
 mod origin_routes;
@@ -33,7 +36,7 @@ mod squid_line;
 
 pub use binary::{sepia_bin, Sepia};
 pub use config::{forward_config, free_addr, reverse_config};
-pub use curl::{curl, CurlOutput};
+pub use curl::{curl, curl_in_netns, CurlOutput};
 pub use echo::EchoServer;
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};

@@ -31,6 +31,8 @@ pub struct RecordedRequest {
     pub raw_head: String,
     /// Which accepted connection (1-based, in accept order) carried this request.
     pub connection: usize,
+    /// The address the request came from (the proxy's, or the client's when it is spoofed).
+    pub peer: Option<SocketAddr>,
 }
 
 impl RecordedRequest {
@@ -90,7 +92,13 @@ pub struct Origin {
 impl Origin {
     /// Starts the origin. Routes are chosen by path; `src/origin_routes.rs` lists them.
     pub fn start() -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind test origin");
+        Origin::start_on("127.0.0.1:0")
+    }
+
+    /// Starts the origin on `addr` (e.g. `"10.0.2.2:80"` inside a network namespace).
+    pub fn start_on(addr: &str) -> Origin {
+        let listener =
+            TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind test origin on {addr}: {e}"));
         let addr = listener.local_addr().expect("origin address");
         let state = Arc::new(State::default());
         let accept_state = Arc::clone(&state);
@@ -241,6 +249,7 @@ fn serve_connection(stream: &TcpStream, id: usize, state: &State) -> io::Result<
             body: body.into(),
             raw_head: String::from_utf8_lossy(&head.raw).into_owned(),
             connection: id,
+            peer: stream.peer_addr().ok(),
         };
         let client_wants_close = message::has_token(&request.headers, "connection", "close")
             || (version == "HTTP/1.0"

@@ -127,6 +127,7 @@ impl Config {
         raw.listen.push(raw::RawListener {
             address: Spanned::new(0..0, raw::Parsed(address)),
             mode: Spanned::new(0..0, raw::Parsed(mode)),
+            spoof_client: None,
         });
         raw.route.extend(route);
         resolve::resolve(raw, COMMAND_LINE, "")

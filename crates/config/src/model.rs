@@ -90,6 +90,20 @@ pub enum Mode {
     Forward,
     /// `"reverse"`: an accelerator in front of origins chosen by `[[route]]` (origin-form targets).
     Reverse,
+    /// `"intercept"`: connections redirected here by iptables/nftables REDIRECT (NAT); the
+    /// original destination comes from `SO_ORIGINAL_DST` and is the only origin contacted.
+    Intercept,
+    /// `"tproxy"`: an `IP_TRANSPARENT` listener fed by an iptables/nftables TPROXY rule; the
+    /// original destination is the accepted socket's local address.
+    Tproxy,
+}
+
+impl Mode {
+    /// Whether connections on this listener were diverted from their destination (REDIRECT or
+    /// TPROXY) rather than addressed to Sepia.
+    pub fn is_interception(self) -> bool {
+        matches!(self, Mode::Intercept | Mode::Tproxy)
+    }
 }
 
 /// One `[[listen]]` table.
@@ -99,6 +113,10 @@ pub struct Listener {
     pub address: SocketAddr,
     /// `mode`: how requests on this socket are routed.
     pub mode: Mode,
+    /// `spoof_client` (tproxy only, default true as in Squid): connect to the origin from the
+    /// client's address, so the origin sees the client rather than the proxy. Always false on
+    /// other modes.
+    pub spoof_client: bool,
 }
 
 /// `[limits]`.

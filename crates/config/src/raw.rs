@@ -191,6 +191,9 @@ impl Default for RawServer {
 pub(crate) struct RawListener {
     pub address: Spanned<Parsed<SocketAddr>>,
     pub mode: Spanned<Parsed<Mode>>,
+    /// Only meaningful on a tproxy listener; `None` means the default (true there).
+    #[serde(default)]
+    pub spoof_client: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Debug)]

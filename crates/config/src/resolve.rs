@@ -138,7 +138,24 @@ fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listen
                 "a reverse listener needs at least one [[route]] table",
             ));
         }
-        listeners.push(Listener { address, mode });
+        let spoof_client = match &listen.spoof_client {
+            None => mode == Mode::Tproxy,
+            Some(spoof) if mode == Mode::Tproxy => *spoof.get_ref(),
+            Some(spoof) => {
+                return Err(ConfigError::at(
+                    file,
+                    text,
+                    Some(spoof.span()),
+                    Some(format!("listen[{index}].spoof_client")),
+                    "spoof_client applies only to a listener with mode = \"tproxy\"",
+                ))
+            }
+        };
+        listeners.push(Listener {
+            address,
+            mode,
+            spoof_client,
+        });
     }
     Ok(listeners)
 }

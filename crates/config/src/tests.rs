@@ -68,7 +68,8 @@ fn builtin_default_matches_the_documented_defaults() {
         config.listeners,
         vec![Listener {
             address: "127.0.0.1:3128".parse().unwrap(),
-            mode: Mode::Forward
+            mode: Mode::Forward,
+            spoof_client: false,
         }]
     );
     assert_eq!(
@@ -206,12 +207,12 @@ fn errors_name_file_line_and_key() {
         ),
         (
             format!("{LISTENER}cache_size = 5\n"),
-            "t.toml:4: key 'listen[0].cache_size': unknown key (expected address or mode)",
+            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client)",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"revers\"\n".to_string(),
-            "t.toml:3: key 'listen[0].mode': invalid value \"revers\" (expected \"forward\" or \
-             \"reverse\")",
+            "t.toml:3: key 'listen[0].mode': invalid value \"revers\" (expected \"forward\", \
+             \"reverse\", \"intercept\" or \"tproxy\")",
         ),
         (
             format!("[[timeouts]]\nconnect = \"1s\"\n{LISTENER}"),
@@ -291,6 +292,17 @@ fn errors_name_file_line_and_key() {
                  [[route]]\nhost = \"a.EXAMPLE\"\norigins = [\"http://b\"]\n"
             ),
             "t.toml:8: key 'route[1].host': duplicate route host (route[0] has the same host)",
+        ),
+        (
+            format!("{LISTENER}\nspoof_client = false\n"),
+            "t.toml:5: key 'listen[0].spoof_client': spoof_client applies only to a listener \
+             with mode = \"tproxy\"",
+        ),
+        (
+            "[[listen]]\naddress = \"0.0.0.0:3129\"\nmode = \"tproxy\"\nspoof_client = 1\n"
+                .to_string(),
+            "t.toml:4: key 'listen[0].spoof_client': invalid type: integer `1`, expected a \
+             boolean",
         ),
         (
             format!("{LISTENER}{LISTENER}"),
@@ -508,4 +520,27 @@ fn cache_section_is_validated() {
     assert!(!ok.cache.enabled);
     assert!(ok.cache.purge_allowed("10.1.2.3".parse().unwrap()));
     assert!(!ok.cache.purge_allowed("127.0.0.1".parse().unwrap()));
+}
+
+#[test]
+fn interception_listeners_and_spoof_client_defaults() {
+    let text = "[[listen]]\naddress = \"0.0.0.0:3129\"\nmode = \"intercept\"\n\
+                [[listen]]\naddress = \"0.0.0.0:3130\"\nmode = \"tproxy\"\n\
+                [[listen]]\naddress = \"[::]:3130\"\nmode = \"tproxy\"\nspoof_client = false\n";
+    let config = Config::from_toml_str(text, "t.toml").unwrap();
+    let got: Vec<(Mode, bool)> = config
+        .listeners
+        .iter()
+        .map(|l| (l.mode, l.spoof_client))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Mode::Intercept, false),
+            (Mode::Tproxy, true),
+            (Mode::Tproxy, false)
+        ]
+    );
+    assert!(Mode::Intercept.is_interception() && Mode::Tproxy.is_interception());
+    assert!(!Mode::Forward.is_interception() && !Mode::Reverse.is_interception());
 }

@@ -38,7 +38,12 @@ impl ConfigValue for Mode {
     fn parse_value(text: &str) -> Result<Self, String> {
         keyword(
             text,
-            &[("forward", Mode::Forward), ("reverse", Mode::Reverse)],
+            &[
+                ("forward", Mode::Forward),
+                ("reverse", Mode::Reverse),
+                ("intercept", Mode::Intercept),
+                ("tproxy", Mode::Tproxy),
+            ],
         )
     }
 }
@@ -357,8 +362,11 @@ mod tests {
         assert_eq!(Mode::parse_value("reverse"), Ok(Mode::Reverse));
         assert_eq!(
             Mode::parse_value("revers").unwrap_err(),
-            "invalid value \"revers\" (expected \"forward\" or \"reverse\")"
+            "invalid value \"revers\" (expected \"forward\", \"reverse\", \"intercept\" or \
+             \"tproxy\")"
         );
+        assert_eq!(Mode::parse_value("tproxy"), Ok(Mode::Tproxy));
+        assert_eq!(Mode::parse_value("intercept"), Ok(Mode::Intercept));
         assert_eq!(
             XForwardedFor::parse_value("Append").unwrap_err(),
             "invalid value \"Append\" (expected \"append\", \"replace\" or \"off\")"

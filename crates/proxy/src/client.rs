@@ -20,6 +20,7 @@ use crate::cache;
 use crate::errors::{error_response, ERROR_CONTENT_TYPE};
 use crate::exchange::{Origins, Outcome, Upstream};
 use crate::heads::ClientInfo;
+use crate::intercept::{self, Divert};
 use crate::io::{read_more, write_parts_within};
 use crate::shared::Shared;
 use crate::target::{parse_absolute, split_authority, TargetError};
@@ -62,6 +63,8 @@ pub struct ClientSide {
     pub status_buf: Vec<u8>,
     /// The origin read buffer, reused by every exchange on this connection.
     pub obuf: BytesMut,
+    /// Where an intercepted connection was going (`NotDiverted` on other listeners).
+    pub divert: Divert,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -86,6 +89,7 @@ pub async fn serve(
     stream: TcpStream,
     peer: SocketAddr,
     mode: Mode,
+    divert: Divert,
     shutdown: watch::Receiver<bool>,
 ) -> Served {
     // Responses are written whole; Nagle would only delay the last segment.
@@ -101,6 +105,7 @@ pub async fn serve(
         key: Vec::new(),
         status_buf: Vec::new(),
         obuf: BytesMut::new(),
+        divert,
         shutdown,
     };
     let mut decoder = RequestDecoder::new(shared.limits);
@@ -246,7 +251,9 @@ async fn dispatch(
     if req.method == Method::Connect {
         return match mode {
             Mode::Forward => Box::pin(tunnel::connect(shared, cs, req)).await,
-            Mode::Reverse => local_error(405, "CONNECT is not allowed here", false),
+            Mode::Reverse | Mode::Intercept | Mode::Tproxy => {
+                local_error(405, "CONNECT is not allowed here", false)
+            }
         };
     }
     let absolute = match parse_absolute(&req.target) {
@@ -311,6 +318,19 @@ async fn dispatch(
             };
             cache::handle(shared, cs, req, up, &host_value, &origin_form).await
         }
+        Mode::Intercept | Mode::Tproxy => {
+            let routed = intercept::route(shared, &cs.divert, req, absolute, no_body_pending);
+            let (host_value, origin_form, diverted) = match routed.await {
+                Ok(routed) => routed,
+                Err(outcome) => return outcome,
+            };
+            let up = Upstream {
+                target: &origin_form,
+                host: Some(&host_value),
+                origins: Origins::Diverted(&diverted),
+            };
+            cache::handle(shared, cs, req, up, &host_value, &origin_form).await
+        }
     }
 }
 
@@ -345,7 +365,7 @@ fn log(
         status: o.status,
         bytes_sent: o.bytes_sent,
         method,
-        scheme_host: if origin_form && mode == Mode::Reverse {
+        scheme_host: if origin_form && mode != Mode::Forward {
             req.host().cloned()
         } else {
             None

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::client::ClientSide;
 use crate::errors::CONTINUE_100;
 use crate::heads::{self, Conditionals};
+use crate::intercept::Diverted;
 use crate::io::{read_more, write_parts_within};
 use crate::pool::OriginConn;
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError, Tee};
@@ -34,6 +35,10 @@ pub enum Origins<'a> {
     /// Forward mode: the requested host (a name or an IP literal) and port. Names are
     /// resolved only when a connection is needed, so a cache hit never waits on DNS.
     Host { host: &'a str, port: u16 },
+    /// Interception: the connection's original destination and nothing else, opened from the
+    /// client's address when spoofing (see `intercept`). Borrowed, so that every future
+    /// holding an `Upstream` stays as small as in the other modes.
+    Diverted(&'a Diverted),
 }
 
 pub struct Upstream<'a> {
@@ -176,7 +181,7 @@ pub async fn fetch(
                 retried = true;
                 origin = shared
                     .pool
-                    .connect(&[origin.addr])
+                    .connect_from(&[origin.addr], origin.source)
                     .await
                     .map_err(unreachable)?;
                 continue;
@@ -200,7 +205,7 @@ pub async fn fetch(
                 obuf.clear();
                 origin = shared
                     .pool
-                    .connect(&[origin.addr])
+                    .connect_from(&[origin.addr], origin.source)
                     .await
                     .map_err(unreachable)?;
             }
@@ -251,6 +256,7 @@ pub(crate) async fn obtain(
             let addrs = shared.resolver.resolve(host, *port).await?;
             Ok((shared.pool.get(&addrs).await?, None))
         }
+        Origins::Diverted(d) => Ok((shared.pool.get_from(&[d.dst], d.spoof_from).await?, None)),
         Origins::Route(route) => {
             let n = route.origins.len();
             let start = route.start();

@@ -10,6 +10,7 @@ mod dns;
 mod errors;
 mod exchange;
 mod heads;
+mod intercept;
 mod io;
 mod pool;
 mod relay;

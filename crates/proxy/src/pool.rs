@@ -4,10 +4,14 @@
 //! one least likely to have been closed by the origin's own idle timer). A connection is checked
 //! for a pending EOF before reuse, and callers retry an idempotent request once on a fresh
 //! connection when a reused one fails before any response byte arrives (RFC 9112 §9.3.1).
+//!
+//! A connection opened from a spoofed client address (TPROXY with `spoof_client`) is keyed by
+//! that address too: the origin sees it as the client's own connection, so only requests of
+//! the same client may ever travel on it.
 
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -20,10 +24,15 @@ const MAX_IDLE_PER_ORIGIN: usize = 256;
 pub struct OriginConn {
     pub stream: TcpStream,
     pub addr: SocketAddr,
+    /// The client address the connection was opened from (spoofed), `None` for Sepia's own.
+    pub source: Option<IpAddr>,
     /// True when the connection has carried a request before: a failure before the first
     /// response byte may then be the origin closing an idle connection, worth one retry.
     pub reused: bool,
 }
+
+/// The origin's address and the spoofed client address the connection was opened from, if any.
+type PoolKey = (SocketAddr, Option<IpAddr>);
 
 struct Idle {
     stream: TcpStream,
@@ -32,7 +41,7 @@ struct Idle {
 
 /// The pool itself. Cheap to share (`Arc<Pool>`); a sweeper task closes expired connections.
 pub struct Pool {
-    idle: Mutex<HashMap<SocketAddr, Vec<Idle>>>,
+    idle: Mutex<HashMap<PoolKey, Vec<Idle>>>,
     idle_timeout: Duration,
     connect_timeout: Duration,
 }
@@ -50,14 +59,21 @@ impl Pool {
     }
 
     /// An idle connection to `addr` that still looks open, if the pool has one.
+    #[cfg(test)]
     pub fn checkout(&self, addr: SocketAddr) -> Option<OriginConn> {
+        self.checkout_from(addr, None)
+    }
+
+    /// An idle connection to `addr` opened from `source` (see [`Pool::connect_from`]).
+    fn checkout_from(&self, addr: SocketAddr, source: Option<IpAddr>) -> Option<OriginConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(&addr)?;
+        let list = idle.get_mut(&(addr, source))?;
         while let Some(conn) = list.pop() {
             if conn.since.elapsed() < self.idle_timeout && looks_open(&conn.stream) {
                 return Some(OriginConn {
                     stream: conn.stream,
                     addr,
+                    source,
                     reused: true,
                 });
             }
@@ -68,7 +84,7 @@ impl Pool {
     /// Returns a connection whose last response was complete and which may carry another.
     pub fn checkin(&self, conn: OriginConn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.entry(conn.addr).or_default();
+        let list = idle.entry((conn.addr, conn.source)).or_default();
         if list.len() < MAX_IDLE_PER_ORIGIN {
             list.push(Idle {
                 stream: conn.stream,
@@ -79,15 +95,36 @@ impl Pool {
 
     /// Opens a new connection to the first of `addrs` that accepts within the connect timeout.
     pub async fn connect(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
+        self.connect_from(addrs, None).await
+    }
+
+    /// Like [`Pool::connect`], from the (non-local) client address `source` when given: a
+    /// transparent socket, as TPROXY's `spoof_client` needs.
+    pub async fn connect_from(
+        &self,
+        addrs: &[SocketAddr],
+        source: Option<IpAddr>,
+    ) -> io::Result<OriginConn> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
         for &addr in addrs {
-            match tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr)).await {
+            let connecting = async {
+                match source {
+                    None => TcpStream::connect(addr).await,
+                    Some(ip) => {
+                        crate::intercept::spoofed_socket(ip, addr)?
+                            .connect(addr)
+                            .await
+                    }
+                }
+            };
+            match tokio::time::timeout(self.connect_timeout, connecting).await {
                 Ok(Ok(stream)) => {
                     // Heads and bodies are written whole; Nagle would only add latency.
                     stream.set_nodelay(true)?;
                     return Ok(OriginConn {
                         stream,
                         addr,
+                        source,
                         reused: false,
                     });
                 }
@@ -100,12 +137,21 @@ impl Pool {
 
     /// A pooled connection to one of `addrs`, or a new one.
     pub async fn get(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
+        self.get_from(addrs, None).await
+    }
+
+    /// A pooled connection to one of `addrs` opened from `source`, or a new one.
+    pub async fn get_from(
+        &self,
+        addrs: &[SocketAddr],
+        source: Option<IpAddr>,
+    ) -> io::Result<OriginConn> {
         for &addr in addrs {
-            if let Some(conn) = self.checkout(addr) {
+            if let Some(conn) = self.checkout_from(addr, source) {
                 return Ok(conn);
             }
         }
-        self.connect(addrs).await
+        self.connect_from(addrs, source).await
     }
 
     /// Number of idle connections held.
@@ -201,5 +247,34 @@ mod tests {
         let conn = pool.connect(&[dead, live]).await.unwrap();
         assert_eq!(conn.addr, live);
         assert!(pool.connect(&[dead]).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn connections_from_different_sources_are_never_shared() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
+        let mine = pool.get(&[addr]).await.unwrap();
+        let _accepted = listener.accept().await.unwrap();
+        pool.checkin(mine);
+        // A connection opened from a client's address is pooled under that address only.
+        let client: IpAddr = "127.0.0.2".parse().unwrap();
+        assert!(pool.checkout_from(addr, Some(client)).is_none());
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let _accepted2 = listener.accept().await.unwrap();
+        pool.checkin(OriginConn {
+            stream,
+            addr,
+            source: Some(client),
+            reused: false,
+        });
+        assert_eq!(pool.idle_count(), 2);
+        let other: IpAddr = "127.0.0.3".parse().unwrap();
+        assert!(pool.checkout_from(addr, Some(other)).is_none());
+        let back = pool.checkout_from(addr, Some(client)).unwrap();
+        assert_eq!(back.source, Some(client));
+        let own = pool.checkout(addr).unwrap();
+        assert_eq!(own.source, None);
+        assert!(pool.checkout(addr).is_none());
     }
 }

@@ -19,6 +19,7 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{watch, Notify};
 
 use crate::client;
+use crate::intercept::{self, Divert};
 use crate::shared::Shared;
 
 /// Pending connections the kernel queues per listener.
@@ -26,7 +27,14 @@ const BACKLOG: i32 = 4096;
 
 pub struct Server {
     shared: Arc<Shared>,
-    listeners: Vec<(TcpListener, Mode)>,
+    listeners: Vec<Bound>,
+}
+
+/// A listening socket and how its connections are served.
+struct Bound {
+    listener: TcpListener,
+    mode: Mode,
+    spoof_client: bool,
 }
 
 impl Server {
@@ -34,10 +42,14 @@ impl Server {
     pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            let listener = bind(l.address).map_err(|e| {
+            let listener = bind(l.address, l.mode == Mode::Tproxy).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.address))
             })?;
-            listeners.push((listener, l.mode));
+            listeners.push(Bound {
+                listener,
+                mode: l.mode,
+                spoof_client: l.spoof_client,
+            });
         }
         Ok(Server {
             shared: Arc::new(Shared::new(config, log)?),
@@ -49,7 +61,7 @@ impl Server {
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()
-            .filter_map(|(l, _)| l.local_addr().ok())
+            .filter_map(|b| b.listener.local_addr().ok())
             .collect()
     }
 
@@ -57,10 +69,9 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop_rx) = watch::channel(false);
         let tracker = Arc::new(Tracker::new(stop_rx.clone()));
-        for (listener, mode) in self.listeners {
+        for bound in self.listeners {
             tokio::spawn(accept_loop(
-                listener,
-                mode,
+                bound,
                 self.shared.clone(),
                 stop_rx.clone(),
                 tracker.clone(),
@@ -83,10 +94,20 @@ impl Server {
     }
 }
 
-fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     // Restarting Sepia must not wait for old connections in TIME_WAIT.
     socket.set_reuse_address(true)?;
+    if transparent {
+        // TPROXY delivers connections addressed to other hosts only to IP_TRANSPARENT sockets
+        // (needs CAP_NET_ADMIN). Linux accepts the IPv4-level option on IPv6 sockets too.
+        socket.set_ip_transparent(true).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("IP_TRANSPARENT for a tproxy listener (needs CAP_NET_ADMIN): {e}"),
+            )
+        })?;
+    }
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
@@ -97,17 +118,25 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
 }
 
 async fn accept_loop(
-    listener: TcpListener,
-    mode: Mode,
+    bound: Bound,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
     tracker: Arc<Tracker>,
 ) {
+    let Bound {
+        listener,
+        mode,
+        spoof_client,
+    } = bound;
+    let Ok(listen) = listener.local_addr() else {
+        return;
+    };
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
-                    let conn = Conn { shared: shared.clone(), mode, guard: tracker.enter() };
+                    let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
+                    let conn = Conn { shared: shared.clone(), mode, divert, guard: tracker.enter() };
                     spawn_session(conn, stream, peer);
                 }
                 Err(e) => {
@@ -122,12 +151,13 @@ async fn accept_loop(
 }
 
 /// What a client connection carries between its session task and its parked state. Kept to
-/// three words: the peer address is asked of the socket again when a parked connection wakes
+/// five words: the peer address is asked of the socket again when a parked connection wakes
 /// (one syscall per resumption, at most once a second per client) and the shutdown receiver is
 /// cloned from the tracker, so neither is stored while the client is idle.
 struct Conn {
     shared: Arc<Shared>,
     mode: Mode,
+    divert: Divert,
     guard: Guard,
 }
 
@@ -140,6 +170,7 @@ fn spawn_session(conn: Conn, stream: TcpStream, peer: SocketAddr) {
             stream,
             peer,
             conn.mode,
+            conn.divert.clone(),
             conn.guard.0.shutdown.clone(),
         )
         .await;
@@ -297,13 +328,21 @@ mod tests {
     #[test]
     fn a_parked_connection_is_small() {
         let serve = with_parts(|s, addr, shared, rx| {
-            std::mem::size_of_val(&client::serve(shared, s, addr, Mode::Forward, rx))
+            std::mem::size_of_val(&client::serve(
+                shared,
+                s,
+                addr,
+                Mode::Forward,
+                Divert::NotDiverted,
+                rx,
+            ))
         });
         let park = with_parts(|s, _, shared, rx| {
             let tracker = Arc::new(Tracker::new(rx));
             let conn = Conn {
                 shared,
                 mode: Mode::Forward,
+                divert: Divert::NotDiverted,
                 guard: tracker.enter(),
             };
             std::mem::size_of_val(&Parked::new(conn, s))

@@ -23,6 +23,8 @@ use crate::shared::Shared;
 pub enum Target {
     Route(usize),
     Host(String, u16),
+    /// An intercepted connection's original destination, and the spoofed source if any.
+    Diverted(crate::intercept::Diverted),
 }
 
 /// Starts the revalidation of `obj` with the prepared conditional request `head`.
@@ -54,6 +56,7 @@ async fn revalidate(
     let origins = match target {
         Target::Route(i) => Origins::Route(&shared.routes[*i]),
         Target::Host(host, port) => Origins::Host { host, port: *port },
+        Target::Diverted(d) => Origins::Diverted(d),
     };
     // Dropping `writer` on any early return aborts the refresh; the stale copy stays stored.
     let (mut origin, _) = obtain(shared, &origins)

@@ -217,6 +217,10 @@ fn start_background_revalidation(
             background::Target::Host((*host).to_owned(), *port),
             Bytes::copy_from_slice(up.host.unwrap_or_default()),
         ),
+        Origins::Diverted(d) => (
+            background::Target::Diverted(**d),
+            Bytes::copy_from_slice(up.host.unwrap_or_default()),
+        ),
     };
     let v = validators(&obj.meta().meta);
     let cond = Conditionals {
