@@ -8,6 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::auth::{AuthBackend, AuthConfig, HelperConfig};
+
 /// The whole configuration: one value per section of the TOML file (see the README, section Configuration).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -29,6 +31,8 @@ pub struct Config {
     pub access_log: AccessLogConfig,
     /// `[cache]`: the HTTP cache (RFC 9111) in memory.
     pub cache: CacheConfig,
+    /// `[auth]`: proxy authentication; `None` when the file has no `[auth]` table.
+    pub auth: Option<AuthConfig>,
 }
 
 /// `[cache]`.

@@ -15,6 +15,7 @@ use crate::raw::RawFile;
 pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, ConfigError> {
     let listeners = resolve_listeners(&raw, file, text)?;
     let cache = resolve_cache(&raw, file, text)?;
+    let auth = crate::auth::resolve_auth(raw.auth.as_ref(), file, text)?;
     let routes = resolve_routes(raw.route, file, text)?;
     Ok(Config {
         server: Server {
@@ -55,6 +56,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
             format: raw.access_log.format.0,
         },
         cache,
+        auth,
     })
 }
 
