@@ -13,7 +13,7 @@
 //! match auth.verify(header).await {
 //!     Verdict::Valid(user) => { /* ACLs and the access log get `user` */ }
 //!     Verdict::Invalid => { /* 407 with Proxy-Authenticate: auth.challenge() */ }
-//!     Verdict::Unavailable => { /* the helper failed: Squid answers 407 too; 503 is also fair */ }
+//!     Verdict::Unavailable => { /* no answer could be had: refuse, without blaming the credentials */ }
 //! }
 //! # Ok(()) }
 //! ```
@@ -37,6 +37,8 @@
 mod basic;
 mod cache;
 mod file;
+#[doc(hidden)]
+pub mod fuzzing;
 mod helper;
 pub mod htpasswd;
 
