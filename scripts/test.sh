@@ -18,6 +18,11 @@ command -v ip >/dev/null || need_pkgs+=(iproute2)
 # The interception tests (e2e/tests/intercept.rs) build namespaces with REDIRECT/TPROXY rules.
 command -v iptables >/dev/null || need_pkgs+=(iptables)
 command -v nft >/dev/null || need_pkgs+=(nftables)
+# Authentication tests: Apache's htpasswd makes fresh entries, Squid's basic_ncsa_auth is a real
+# helper, python3 runs the test helpers in crates/auth/tests/helpers.
+command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
+[[ -x /usr/lib/squid/basic_ncsa_auth || " ${need_pkgs[*]} " == *" squid "* ]] || need_pkgs+=(squid)
+command -v python3 >/dev/null || need_pkgs+=(python3)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -11,6 +11,7 @@
 pub mod model;
 
 mod access;
+mod auth;
 mod error;
 mod raw;
 mod resolve;
@@ -23,9 +24,9 @@ use toml::Spanned;
 
 pub use error::ConfigError;
 pub use model::{
-    AccessLogConfig, CacheConfig, Config, Forward, HeaderPolicy, HostHeader, HostMatch, Limits,
-    Listener, LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts,
-    XForwardedFor,
+    AccessLogConfig, AuthBackend, AuthConfig, CacheConfig, Config, Forward, HeaderPolicy,
+    HelperConfig, HostHeader, HostMatch, Limits, Listener, LogFormat, LogTarget, Mode, OriginAddr,
+    RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
 
 use crate::values::ConfigValue;

@@ -8,6 +8,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::auth::{AuthBackend, AuthConfig, HelperConfig};
+
 /// The whole configuration: one value per section of the TOML file (see the README, section Configuration).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
@@ -33,6 +35,8 @@ pub struct Config {
     /// `[[http_access]]` (then `forward.allow` decides for forward listeners and reverse
     /// listeners are open); otherwise they decide every request on every listener.
     pub http_access: Option<sepia_access::AccessRules>,
+    /// `[auth]`: proxy authentication; `None` when the file has no `[auth]` table.
+    pub auth: Option<AuthConfig>,
 }
 
 /// `[cache]`.

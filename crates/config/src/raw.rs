@@ -72,6 +72,15 @@ where
     Ok(elements.into_iter().map(|element| element.0).collect())
 }
 
+/// An optional table (`[auth]`): absent means `None`, present is held to [`table`]'s rule.
+fn optional_table<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    table(deserializer).map(Some)
+}
+
 /// A TOML integer in `MIN..=MAX`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Bounded<const MIN: u64, const MAX: u64>(pub u64);
@@ -127,6 +136,8 @@ pub(crate) struct RawFile {
     pub acl: Vec<RawAcl>,
     #[serde(deserialize_with = "tables")]
     pub http_access: Vec<RawHttpAccess>,
+    #[serde(deserialize_with = "optional_table")]
+    pub auth: Option<crate::auth::RawAuth>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -15,6 +15,7 @@ use crate::raw::RawFile;
 pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, ConfigError> {
     let listeners = resolve_listeners(&raw, file, text)?;
     let cache = resolve_cache(&raw, file, text)?;
+    let auth = crate::auth::resolve_auth(raw.auth.as_ref(), file, text)?;
     let routes = resolve_routes(raw.route, file, text)?;
     let http_access = crate::access::resolve(&raw.acl, &raw.http_access, &raw.forward, file, text)?;
     Ok(Config {
@@ -63,6 +64,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
         },
         cache,
         http_access,
+        auth,
     })
 }
 

@@ -1,0 +1,159 @@
+//! A pool of Squid basic-auth helper processes (`auth_param basic program …`, `children`,
+//! `concurrency`), so helpers written for Squid keep working: Squid's own `basic_ncsa_auth`,
+//! `basic_ldap_auth`, `basic_pam_auth`, site scripts.
+//!
+//! Each child is looked after by its own task ([`child::supervise`]), which owns the process's
+//! pipes and a queue of jobs. A request goes to the live child with the fewest jobs. A child
+//! that exits, writes something that is not a reply, or does not answer within the timeout is
+//! killed and restarted after a back-off (doubling from 100 ms to 30 s, reset once a child has
+//! stayed up for a minute); the requests it had in flight are retried once on another child,
+//! or answered "unavailable".
+
+mod child;
+pub(crate) mod protocol;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sepia_config::HelperConfig;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub(crate) use protocol::Answer;
+
+/// One credentials check travelling to a child.
+#[derive(Debug)]
+pub(crate) struct Job {
+    /// `user SP password`, escaped; the child adds its channel-ID and LF.
+    line: Vec<u8>,
+    /// Dropped unanswered means "unavailable".
+    reply: oneshot::Sender<Answer>,
+    /// Already handed back once by a child that died with it in flight.
+    retried: bool,
+}
+
+/// What the requesters and the children share: one slot per child.
+#[derive(Debug)]
+struct Shared {
+    slots: Vec<Slot>,
+    /// Rotates the starting point of the least-loaded search so ties spread out.
+    next: AtomicUsize,
+}
+
+#[derive(Debug)]
+struct Slot {
+    queue: mpsc::UnboundedSender<Job>,
+    /// False from a child's failure until its replacement runs.
+    alive: AtomicBool,
+    /// Jobs queued for or in flight on this child.
+    load: AtomicUsize,
+}
+
+impl Shared {
+    /// Hands `job` to the live child with the fewest jobs, other than `except` (the child that
+    /// just failed with it). `false` when there is none: the job is dropped, its requester
+    /// told "unavailable".
+    fn dispatch(&self, job: Job, except: Option<usize>) -> bool {
+        let count = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % count;
+        let mut best: Option<(usize, usize)> = None;
+        for offset in 0..count {
+            let index = (start + offset) % count;
+            let slot = &self.slots[index];
+            if Some(index) == except || !slot.alive.load(Ordering::Acquire) {
+                continue;
+            }
+            let load = slot.load.load(Ordering::Relaxed);
+            if best.is_none_or(|(_, least)| load < least) {
+                best = Some((index, load));
+            }
+        }
+        let Some((index, _)) = best else {
+            return false;
+        };
+        let slot = &self.slots[index];
+        slot.load.fetch_add(1, Ordering::Relaxed);
+        if slot.queue.send(job).is_err() {
+            slot.load.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// A job has left child `index` (answered, dropped or passed on).
+    fn done(&self, index: usize) {
+        self.slots[index].load.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The running helpers; dropping it stops and kills them.
+#[derive(Debug)]
+pub(crate) struct HelperPool {
+    shared: Arc<Shared>,
+    timeout: Duration,
+    /// Dropped with the pool, which tells every child task to stop.
+    _shutdown: watch::Sender<()>,
+}
+
+impl HelperPool {
+    /// Starts `children` processes now, so a helper that cannot be started at all is a start-up
+    /// error rather than a proxy that refuses everyone. Inside tokio.
+    pub(crate) fn start(config: &HelperConfig) -> Result<HelperPool, String> {
+        let spec = Arc::new(child::Spec::from(config));
+        let children = config.children.max(1);
+        let mut processes = Vec::with_capacity(children);
+        for _ in 0..children {
+            let process = spec.spawn().map_err(|e| {
+                format!(
+                    "cannot start the auth helper {}: {e}",
+                    config.program.display()
+                )
+            })?;
+            processes.push(process);
+        }
+        let (queues, receivers): (Vec<_>, Vec<_>) =
+            (0..children).map(|_| mpsc::unbounded_channel()).unzip();
+        let shared = Arc::new(Shared {
+            slots: queues
+                .into_iter()
+                .map(|queue| Slot {
+                    queue,
+                    alive: AtomicBool::new(true),
+                    load: AtomicUsize::new(0),
+                })
+                .collect(),
+            next: AtomicUsize::new(0),
+        });
+        let (shutdown, stop) = watch::channel(());
+        for (index, (process, queue)) in processes.into_iter().zip(receivers).enumerate() {
+            let child = child::Child {
+                index,
+                spec: Arc::clone(&spec),
+                shared: Arc::clone(&shared),
+                queue,
+                stop: stop.clone(),
+            };
+            tokio::spawn(child.supervise(process));
+        }
+        Ok(HelperPool {
+            shared,
+            timeout: config.timeout,
+            _shutdown: shutdown,
+        })
+    }
+
+    /// Asks a helper about `user` and `password`; `None` when no helper answered in time.
+    pub(crate) async fn check(&self, user: &str, password: &[u8]) -> Option<Answer> {
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            line: protocol::request(user, password),
+            reply,
+            retried: false,
+        };
+        if !self.shared.dispatch(job, None) {
+            tracing::warn!("no auth helper is running; the request is answered as unavailable");
+            return None;
+        }
+        tokio::time::timeout(self.timeout, answer).await.ok()?.ok()
+    }
+}
