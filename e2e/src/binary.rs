@@ -82,8 +82,14 @@ impl Sepia {
             .parse()
             .unwrap_or_else(|e| panic!("bad --listen {listen}: {e}"));
         let dir = TempDir::new().expect("create temp dir");
-        Self::spawn(args.iter().map(OsString::from).collect(), dir, addr, &[], None)
-            .unwrap_or_else(|failed| failed.fail())
+        Self::spawn(
+            args.iter().map(OsString::from).collect(),
+            dir,
+            addr,
+            &[],
+            None,
+        )
+        .unwrap_or_else(|failed| failed.fail())
     }
 
     /// Runs `sepia` with no arguments (the built-in default) and waits for `addr`.

@@ -159,8 +159,9 @@ async fn a_crashed_child_is_restarted() {
     let auth = Authenticator::from_config(&fake.config("crash", 2, 1, 0)).unwrap();
     assert_eq!(auth.verify(&good("u1")).await, valid("u1"));
     assert_eq!(auth.verify(&good("u2")).await, valid("u2"));
-    // The third line kills the only child: no other child to retry on.
-    assert_eq!(auth.verify(&good("u3")).await, Verdict::Unavailable);
+    // The third line kills the only child: with no other child to retry on, the request
+    // waits for the replacement and is answered by it.
+    assert_eq!(auth.verify(&good("u3")).await, valid("u3"));
     assert_eq!(
         fake.wait_for_starts(2).await,
         2,

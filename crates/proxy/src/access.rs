@@ -7,12 +7,15 @@
 //! checked again with its addresses: Squid's asynchronous dst lookup).
 
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use sepia_access::{AccessRules, Dst, HeaderLookup, Request, Verdict};
+use sepia_auth::Verdict as AuthVerdict;
 use sepia_config::Mode;
-use sepia_http1::{Method, RequestHead};
+use sepia_http1::{HeaderId, Method, RequestHead};
 use sepia_observe::ResultCode;
 
 use crate::client::ClientSide;
@@ -20,22 +23,13 @@ use crate::exchange::Outcome;
 use crate::shared::Shared;
 use crate::target::{parse_absolute, split_authority, TargetError};
 
-/// The user the request authenticated as (`proxy_auth` ACLs).
-///
-/// Hook for proxy authentication: `None` until an authenticator is connected, so rules that
-/// reach a `proxy_auth` ACL answer 407 with a Basic challenge.
-pub(crate) fn authenticated_user<'a>(
-    _shared: &'a Shared,
-    _req: &'a RequestHead,
-) -> Option<&'a str> {
-    None
-}
-
 /// Applies `rules` to `req`. `None` lets the request go on; otherwise the answer to send
-/// (403 for a denial, 407 when credentials are needed), logged as `TCP_DENIED` like Squid.
+/// (403 for a denial, 407 when credentials are needed, 503 when the authentication helpers
+/// cannot answer), logged as `TCP_DENIED` like Squid. The user a request authenticated as is
+/// left in `cs.user` for the access log.
 ///
 /// A request whose target cannot be determined is let through here: `dispatch` answers it
-/// with 400, 405 or 501 before any origin or cache work, exactly as without rules.
+/// with 400, 405, 409 or 501 before any origin or cache work, exactly as without rules.
 pub(crate) async fn enforce(
     shared: &Shared,
     cs: &mut ClientSide,
@@ -45,11 +39,16 @@ pub(crate) async fn enforce(
     keep_client: bool,
 ) -> Option<Outcome> {
     let mut url = std::mem::take(&mut cs.key);
-    let verdict = decide(shared, cs, req, mode, rules, &mut url).await;
+    let decision = decide(shared, cs.peer.ip(), req, mode, rules, &mut url).await;
     cs.key = url;
-    let (status, detail) = match verdict? {
+    let decision = decision?;
+    cs.user = decision.user;
+    let (status, detail) = match decision.verdict {
         Verdict::Allow => return None,
         Verdict::Deny => (403, "access denied by the proxy's access rules"),
+        Verdict::AuthRequired if decision.auth_unavailable => {
+            (503, "the authentication service is unavailable")
+        }
         Verdict::AuthRequired => (407, "proxy authentication required"),
     };
     Some(Outcome {
@@ -64,14 +63,22 @@ pub(crate) async fn enforce(
     })
 }
 
+struct Decision {
+    verdict: Verdict,
+    /// Set when the request's credentials were verified.
+    user: Option<Arc<str>>,
+    /// The credentials could not be checked (helpers down or timing out).
+    auth_unavailable: bool,
+}
+
 async fn decide(
     shared: &Shared,
-    cs: &ClientSide,
+    client: IpAddr,
     req: &RequestHead,
     mode: Mode,
     rules: &AccessRules,
     url_buf: &mut Vec<u8>,
-) -> Option<Verdict> {
+) -> Option<Decision> {
     let target = Target::of(req, mode, url_buf)?;
     let host = split_authority(&target.authority)?.host;
     let (url, path): (&[u8], &[u8]) = match target.path_start {
@@ -79,41 +86,78 @@ async fn decide(
         None => (&req.target, b""),
     };
     let fields = Fields(req);
+    // Declared before `facts` so that the facts can borrow them once they are known.
+    let resolved: OnceLock<Vec<IpAddr>> = OnceLock::new();
+    let mut user: Option<Arc<str>> = None;
+    let literal = std::str::from_utf8(host)
+        .ok()
+        .and_then(|h| h.parse::<IpAddr>().ok());
     let mut facts = Request {
-        client: cs.peer.ip(),
-        dst: Dst::Unresolved,
+        client,
+        // An IP literal is its own address: no lookup, no second pass.
+        dst: match &literal {
+            Some(ip) => Dst::Resolved(std::slice::from_ref(ip)),
+            None => Dst::Unresolved,
+        },
         host,
         port: target.port,
         method: &req.method_raw,
         url,
         path,
         headers: &fields,
-        user: authenticated_user(shared, req),
+        // Credentials are checked only when a rule reaches a `proxy_auth` ACL (Squid does the
+        // same), so requests the rules decide without them never pay for a verification.
+        user: None,
         now: SystemTime::now(),
         tz: &shared.tz,
     };
-    let literal = std::str::from_utf8(host)
-        .ok()
-        .and_then(|h| h.parse::<IpAddr>().ok());
-    if let Some(ip) = &literal {
-        // An IP literal is its own address: no lookup, no second pass.
-        facts.dst = Dst::Resolved(std::slice::from_ref(ip));
+    let mut verdict = check(shared, rules, &mut facts, &resolved).await;
+    let mut auth_unavailable = false;
+    if verdict == Verdict::AuthRequired {
+        let credentials = req.get(HeaderId::ProxyAuthorization);
+        if let (Some(auth), Some(value)) = (&shared.auth, credentials) {
+            match auth.verify(value).await {
+                AuthVerdict::Valid(name) => {
+                    user = Some(name);
+                    facts.user = user.as_deref();
+                    verdict = check(shared, rules, &mut facts, &resolved).await;
+                }
+                AuthVerdict::Invalid => {}
+                AuthVerdict::Unavailable => auth_unavailable = true,
+            }
+        }
     }
-    match rules.check(&facts) {
-        Ok(verdict) => Some(verdict),
+    Some(Decision {
+        verdict,
+        user,
+        auth_unavailable,
+    })
+}
+
+/// Checks the rules; when they reach a `dst` ACL for a host name, resolves the name (once per
+/// request: `resolved` keeps the addresses) and checks again with them.
+async fn check<'a>(
+    shared: &Shared,
+    rules: &AccessRules,
+    facts: &mut Request<'a>,
+    resolved: &'a OnceLock<Vec<IpAddr>>,
+) -> Verdict {
+    match rules.check(facts) {
+        Ok(verdict) => verdict,
         Err(_need_dst) => {
-            let name = std::str::from_utf8(host).unwrap_or_default();
-            let addrs: Vec<IpAddr> = match shared.resolver.resolve(name, target.port).await {
+            let name = std::str::from_utf8(facts.host).unwrap_or_default();
+            let found = match shared.resolver.resolve(name, facts.port).await {
                 Ok(addrs) => addrs.iter().map(|a| a.ip()).collect(),
                 Err(_) => Vec::new(),
             };
+            let addrs = resolved.get_or_init(|| found);
             facts.dst = if addrs.is_empty() {
                 Dst::Failed
             } else {
-                Dst::Resolved(&addrs)
+                Dst::Resolved(addrs)
             };
             // With the addresses known, no ACL can ask for them again.
-            Some(rules.check(&facts).unwrap_or(Verdict::Deny))
+            rules.check(facts).unwrap_or(Verdict::Deny)
         }
     }
 }
@@ -146,7 +190,8 @@ impl Target {
         }
         let (authority, origin_form) = match parse_absolute(&req.target) {
             Ok(t) => (t.authority, t.origin_form),
-            Err(TargetError::NotAbsolute) if mode == Mode::Reverse => {
+            // Reverse and interception listeners receive origin-form requests with a Host.
+            Err(TargetError::NotAbsolute) if mode != Mode::Forward => {
                 (req.host()?.clone(), req.target.clone())
             }
             Err(_) => return None,

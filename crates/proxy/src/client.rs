@@ -57,6 +57,9 @@ pub struct ClientSide {
     pub head_buf: BytesMut,
     /// The origin's response head, reused across requests.
     pub resp: ResponseHead,
+    /// The user the current request authenticated as (`[auth]` and a `proxy_auth` ACL), for
+    /// the access log's `%un`.
+    pub user: Option<std::sync::Arc<str>>,
     /// The cache key of the current request, built in a reused buffer.
     pub key: Vec<u8>,
     /// Where a hit's Cache-Status value is written, reused.
@@ -103,6 +106,7 @@ pub async fn serve(
         head_buf: BytesMut::new(),
         resp: ResponseHead::default(),
         key: Vec::new(),
+        user: None,
         status_buf: Vec::new(),
         obuf: BytesMut::new(),
         divert,
@@ -126,7 +130,13 @@ pub async fn serve(
         };
         let mut outcome = outcome;
         if let Some((status, detail)) = outcome.local {
-            let answer = error_response(status, detail, !outcome.keep_client, shared.via());
+            let answer = error_response(
+                status,
+                detail,
+                !outcome.keep_client,
+                shared.via(),
+                shared.challenge(),
+            );
             outcome.bytes_sent = answer.len() as u64;
             outcome.content_type = Some(Bytes::from_static(ERROR_CONTENT_TYPE));
             if write_parts_within(
@@ -145,6 +155,7 @@ pub async fn serve(
         // next read reuses the same allocation instead of allocating a new one.
         req.clear();
         cs.resp.clear();
+        cs.user = None;
         if !outcome.keep_client || cs.shutting_down() {
             return Served::Closed;
         }
@@ -372,7 +383,11 @@ fn log(
         },
         target,
         version_minor: u8::from(req.version == Version::Http11),
-        user: None,
+        // Copied only for authenticated requests, and only when logging.
+        user: cs
+            .user
+            .as_deref()
+            .map(|u| Bytes::copy_from_slice(u.as_bytes())),
         hierarchy: if o.peer.is_some() {
             Hierarchy::Direct
         } else {

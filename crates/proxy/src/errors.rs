@@ -11,15 +11,22 @@ use sepia_http1::reason_phrase;
 
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub const CONNECT_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
-/// The challenge every 407 carries: a proxy "MUST send a Proxy-Authenticate header field"
-/// with it (RFC 9110 §15.5.8, §11.7.1); Basic is the scheme Sepia verifies (RFC 7617).
-pub const CHALLENGE_BASIC: &[u8] = b"Proxy-Authenticate: Basic realm=\"Sepia\"\r\n";
+/// The Proxy-Authenticate value of a 407 when no `[auth]` section names a realm. A 407 "MUST"
+/// carry a challenge (RFC 9110 §15.5.8, §11.7.1); Basic is the scheme Sepia verifies (RFC 7617).
+pub const DEFAULT_CHALLENGE: &[u8] = b"Basic realm=\"Sepia\"";
 
 /// The Content-Type of every response [`error_response`] builds (the access log's `%mt`).
 pub const ERROR_CONTENT_TYPE: &[u8] = b"text/plain; charset=utf-8";
 
 /// A complete error response. `close` adds `Connection: close` (the caller then closes).
-pub fn error_response(status: u16, detail: &str, close: bool, via: Option<&[u8]>) -> Bytes {
+/// A 407 carries `challenge` as its Proxy-Authenticate value.
+pub fn error_response(
+    status: u16,
+    detail: &str,
+    close: bool,
+    via: Option<&[u8]>,
+    challenge: &[u8],
+) -> Bytes {
     let reason = String::from_utf8_lossy(reason_phrase(status)).into_owned();
     let body = format!("{status} {reason}\n{detail}\n");
     let mut out = BytesMut::with_capacity(256 + body.len());
@@ -35,7 +42,9 @@ pub fn error_response(status: u16, detail: &str, close: bool, via: Option<&[u8]>
         out.put_slice(b"\r\n");
     }
     if status == 407 {
-        out.put_slice(CHALLENGE_BASIC);
+        out.put_slice(b"Proxy-Authenticate: ");
+        out.put_slice(challenge);
+        out.put_slice(b"\r\n");
     }
     if close {
         out.put_slice(b"Connection: close\r\n");
@@ -56,6 +65,7 @@ mod tests {
             "origin refused the connection",
             true,
             Some(b"1.1 sepia"),
+            DEFAULT_CHALLENGE,
         );
         let text = std::str::from_utf8(&r).unwrap();
         assert!(text.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{text}");
@@ -68,17 +78,23 @@ mod tests {
 
     #[test]
     fn a_407_carries_a_basic_challenge() {
-        let r = error_response(407, "proxy authentication required", false, None);
+        let r = error_response(
+            407,
+            "proxy authentication required",
+            false,
+            None,
+            b"Basic realm=\"Staff only\"",
+        );
         let text = std::str::from_utf8(&r).unwrap();
         assert!(
             text.starts_with("HTTP/1.1 407 Proxy Authentication Required\r\n"),
             "{text}"
         );
         assert!(
-            text.contains("\r\nProxy-Authenticate: Basic realm=\"Sepia\"\r\n"),
+            text.contains("\r\nProxy-Authenticate: Basic realm=\"Staff only\"\r\n"),
             "{text}"
         );
-        let r = error_response(403, "denied", false, None);
+        let r = error_response(403, "denied", false, None, DEFAULT_CHALLENGE);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Proxy-Authenticate"));
@@ -86,7 +102,7 @@ mod tests {
 
     #[test]
     fn keep_alive_errors_do_not_say_close() {
-        let r = error_response(403, "denied", false, None);
+        let r = error_response(403, "denied", false, None, DEFAULT_CHALLENGE);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Connection: close"));

@@ -29,6 +29,8 @@ pub struct Shared {
     /// The zone `time` ACLs read the clock in: `TZ` if set, else the system's
     /// (`/etc/localtime`), read once here.
     pub tz: sepia_access::TimeZone,
+    /// Proxy authentication (`[auth]`), consulted when a rule reaches a `proxy_auth` ACL.
+    pub auth: Option<sepia_auth::Authenticator>,
 }
 
 impl Shared {
@@ -46,7 +48,14 @@ impl Shared {
                 format!("cache configuration: {e}"),
             )
         })?;
+        let auth = config
+            .auth
+            .as_ref()
+            .map(sepia_auth::Authenticator::from_config)
+            .transpose()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("[auth]: {e}")))?;
         Ok(Shared {
+            auth,
             cache,
             pool: Pool::start(config.timeouts.origin_idle, config.timeouts.connect),
             resolver: Resolver::from_system(),
@@ -68,6 +77,13 @@ impl Shared {
             .iter()
             .position(|r| std::ptr::eq(r, route))?;
         Some((route, &self.routes[i]))
+    }
+
+    /// The Proxy-Authenticate value a 407 carries: `Basic realm="<auth.realm>"`.
+    pub fn challenge(&self) -> &[u8] {
+        self.auth
+            .as_ref()
+            .map_or(crate::errors::DEFAULT_CHALLENGE, |a| a.challenge())
     }
 
     /// The Via value, when configured to send one.

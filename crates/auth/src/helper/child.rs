@@ -153,21 +153,27 @@ impl Child {
         }
     }
 
-    /// After a failure: in-flight jobs go to another child once (a job already retried, or one
-    /// whose deadline passed, is dropped: its requester gets "unavailable"); queued ones go to
-    /// another child as they are.
+    /// After a failure: in-flight jobs are retried once (a job already retried, or one whose
+    /// deadline passed, is dropped: its requester gets "unavailable"); they and the queued ones
+    /// go to another live child, or, when there is none, back into this child's queue for its
+    /// replacement.
     fn hand_back(&mut self, in_flight: Vec<Option<InFlight>>) {
         let now = Instant::now();
+        let mut jobs = Vec::new();
         for entry in in_flight.into_iter().flatten() {
             self.shared.done(self.index);
             let mut job = entry.job;
             if !job.retried && entry.deadline > now && !job.reply.is_closed() {
                 job.retried = true;
-                self.shared.dispatch(job, Some(self.index));
+                jobs.push(job);
             }
         }
+        // Drained before any is handed on: one may come straight back into this queue.
         while let Ok(job) = self.queue.try_recv() {
             self.shared.done(self.index);
+            jobs.push(job);
+        }
+        for job in jobs {
             self.shared.dispatch(job, Some(self.index));
         }
     }

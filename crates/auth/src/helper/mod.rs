@@ -7,7 +7,8 @@
 //! that exits, writes something that is not a reply, or does not answer within the timeout is
 //! killed and restarted after a back-off (doubling from 100 ms to 30 s, reset once a child has
 //! stayed up for a minute); the requests it had in flight are retried once on another child,
-//! or answered "unavailable".
+//! or, when no other child is alive, wait for the replacement (within the requester's timeout)
+//! instead of failing at once: a pool of one helper survives its helper's crash.
 
 mod child;
 pub(crate) mod protocol;
@@ -51,9 +52,28 @@ struct Slot {
 
 impl Shared {
     /// Hands `job` to the live child with the fewest jobs, other than `except` (the child that
-    /// just failed with it). `false` when there is none: the job is dropped, its requester
-    /// told "unavailable".
-    fn dispatch(&self, job: Job, except: Option<usize>) -> bool {
+    /// just failed with it). When there is none, the job waits in the queue of `except` (or of
+    /// any child) for that child's replacement; its requester's timeout still applies.
+    fn dispatch(&self, job: Job, except: Option<usize>) {
+        if let Err(job) = self.dispatch_live(job, except) {
+            let index =
+                except.unwrap_or_else(|| self.next.load(Ordering::Relaxed) % self.slots.len());
+            self.enqueue(index, job);
+        }
+    }
+
+    /// Queues `job` on child `index`, alive or being restarted.
+    fn enqueue(&self, index: usize, job: Job) {
+        let slot = &self.slots[index];
+        slot.load.fetch_add(1, Ordering::Relaxed);
+        if slot.queue.send(job).is_err() {
+            // The pool is stopping: the job is dropped, its requester told "unavailable".
+            slot.load.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Shared::dispatch`] among live children only; gives the job back when none is alive.
+    fn dispatch_live(&self, job: Job, except: Option<usize>) -> Result<(), Job> {
         let count = self.slots.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % count;
         let mut best: Option<(usize, usize)> = None;
@@ -69,15 +89,10 @@ impl Shared {
             }
         }
         let Some((index, _)) = best else {
-            return false;
+            return Err(job);
         };
-        let slot = &self.slots[index];
-        slot.load.fetch_add(1, Ordering::Relaxed);
-        if slot.queue.send(job).is_err() {
-            slot.load.fetch_sub(1, Ordering::Relaxed);
-            return false;
-        }
-        true
+        self.enqueue(index, job);
+        Ok(())
     }
 
     /// A job has left child `index` (answered, dropped or passed on).
@@ -150,10 +165,7 @@ impl HelperPool {
             reply,
             retried: false,
         };
-        if !self.shared.dispatch(job, None) {
-            tracing::warn!("no auth helper is running; the request is answered as unavailable");
-            return None;
-        }
+        self.shared.dispatch(job, None);
         tokio::time::timeout(self.timeout, answer).await.ok()?.ok()
     }
 }
