@@ -17,8 +17,8 @@
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
-//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`. `$SEPIA_BIN` overrides the binary under
-//! test.
+//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`.
+//! `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;
 mod config;
