@@ -153,6 +153,18 @@ fn a_407_keeps_the_connection_for_the_retry_with_credentials() {
     assert_eq!(origin.request_count(), 1);
 }
 
+/// Whether python3 (which runs the test helper) is installed; says SKIPPED when not.
+fn python3_present() -> bool {
+    let present = std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_ok();
+    if !present {
+        eprintln!("SKIPPED: python3 (runs the test helper) is not installed");
+    }
+    present
+}
+
 fn helper_auth(mode: &str, starts: &Path, extra: &str) -> String {
     format!(
         "[auth]\nhelper = [\"{}\", \"{mode}\", \"{}\"{extra}]\nhelper_children = 1\n\
@@ -164,12 +176,7 @@ fn helper_auth(mode: &str, starts: &Path, extra: &str) -> String {
 
 #[test]
 fn a_squid_basic_auth_helper_decides() {
-    if std::process::Command::new("python3")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 (runs the test helper) is not installed");
+    if !python3_present() {
         return;
     }
     let origin = Origin::start();
@@ -185,12 +192,7 @@ fn a_squid_basic_auth_helper_decides() {
 
 #[test]
 fn a_crashing_helper_is_restarted_and_requests_keep_working() {
-    if std::process::Command::new("python3")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 (runs the test helper) is not installed");
+    if !python3_present() {
         return;
     }
     let origin = Origin::start();
