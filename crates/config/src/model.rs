@@ -48,6 +48,13 @@ pub struct CacheConfig {
     pub memory_bytes: u64,
     /// `max_object`: larger responses are relayed but never stored.
     pub max_object_bytes: u64,
+    /// `sendfile` and `sendfile_min`: stored bodies of at least this size are kept in sealed
+    /// memory files and sent with `sendfile(2)` (no copy per hit); `None` when `sendfile =
+    /// false`.
+    pub sendfile_min_bytes: Option<u64>,
+    /// `sendfile_dir`: the directory body files are made in (unnamed, `O_TMPFILE`); `None`
+    /// means the default, /var/tmp, falling back to memory files where that does not work.
+    pub sendfile_dir: Option<std::path::PathBuf>,
     /// `heuristic_percent`: heuristic freshness as a share of the Last-Modified age (RFC 9111 §4.2.2).
     pub heuristic_percent: u32,
     /// `heuristic_max`: cap on a heuristic lifetime.

@@ -81,10 +81,28 @@ fn resolve_cache(raw: &RawFile, file: &str, text: &str) -> Result<CacheConfig, C
             "must not be larger than cache.memory",
         ));
     }
+    let sendfile_dir = match &c.sendfile_dir {
+        None => None,
+        Some(dir) => {
+            let path = std::path::PathBuf::from(dir.get_ref());
+            if !path.is_dir() {
+                return Err(ConfigError::at(
+                    file,
+                    text,
+                    Some(dir.span()),
+                    Some("cache.sendfile_dir".to_string()),
+                    format!("\"{}\" is not a directory", path.display()),
+                ));
+            }
+            Some(path)
+        }
+    };
     Ok(CacheConfig {
         enabled: c.enabled,
+        sendfile_dir,
         memory_bytes,
         max_object_bytes,
+        sendfile_min_bytes: c.sendfile.then_some(c.sendfile_min.0 .0),
         heuristic_percent: c.heuristic_percent.0 as u32,
         heuristic_max: c.heuristic_max.0,
         refresh: c

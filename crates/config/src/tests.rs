@@ -523,6 +523,41 @@ fn cache_section_is_validated() {
 }
 
 #[test]
+fn sendfile_defaults_on_and_can_be_tuned_or_turned_off() {
+    let base = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
+    let parse = |extra: &str| Config::from_toml_str(&format!("{base}{extra}"), "t.toml");
+    assert_eq!(parse("").unwrap().cache.sendfile_min_bytes, Some(128 << 10));
+    let c = parse("[cache]\nsendfile_min = \"1MiB\"\n").unwrap();
+    assert_eq!(c.cache.sendfile_min_bytes, Some(1 << 20));
+    let c = parse("[cache]\nsendfile = false\nsendfile_min = \"1MiB\"\n").unwrap();
+    assert_eq!(c.cache.sendfile_min_bytes, None);
+    let e = parse("[cache]\nsendfile_min = \"lots\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("t.toml:5") && e.contains("sendfile_min"), "{e}");
+    let e = parse("[cache]\nsendfile = \"yes\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.toml:5") && e.contains("cache.sendfile"),
+        "{e}"
+    );
+    assert_eq!(parse("").unwrap().cache.sendfile_dir, None);
+    let dir = std::env::temp_dir();
+    let c = parse(&format!("[cache]\nsendfile_dir = \"{}\"\n", dir.display())).unwrap();
+    assert_eq!(c.cache.sendfile_dir, Some(dir));
+    let e = parse("[cache]\nsendfile_dir = \"/nonexistent/dir\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.toml:5")
+            && e.contains("cache.sendfile_dir")
+            && e.contains("is not a directory"),
+        "{e}"
+    );
+}
+
+#[test]
 fn interception_listeners_and_spoof_client_defaults() {
     let text = "[[listen]]\naddress = \"0.0.0.0:3129\"\nmode = \"intercept\"\n\
                 [[listen]]\naddress = \"0.0.0.0:3130\"\nmode = \"tproxy\"\n\

@@ -7,7 +7,9 @@ use std::io::{self, IoSlice};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use sepia_store::BodyFile;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 
 /// Most slices one gather write is asked to carry (head, chunk framing, data, trailer, …).
 pub const MAX_SLICES: usize = 8;
@@ -64,6 +66,36 @@ where
         Ok(r) => r,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
+}
+
+/// Sends bytes `start..end` of a stored body file with `sendfile(2)`: the kernel takes
+/// references to the file's pages instead of copying them (see sepia_store's `body_file.rs`).
+/// Fails with `TimedOut` when the peer stops reading for `limit` between two progresses.
+pub async fn send_file_within(
+    stream: &TcpStream,
+    file: &BodyFile,
+    start: u64,
+    end: u64,
+    limit: Duration,
+) -> io::Result<()> {
+    debug_assert!(start <= end && end <= file.len());
+    let mut offset = i64::try_from(start).map_err(io::Error::other)?;
+    let end = i64::try_from(end).map_err(io::Error::other)?;
+    while offset < end {
+        // One call moves at most what the socket buffer takes; the cap keeps `count` in range.
+        let count = (end - offset).min(1 << 30) as usize;
+        let sent = stream.async_io(Interest::WRITABLE, || {
+            nix::sys::sendfile::sendfile64(stream, file, Some(&mut offset), count)
+                .map_err(io::Error::from)
+        });
+        match tokio::time::timeout(limit, sent).await {
+            Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        }
+    }
+    Ok(())
 }
 
 /// Reads more bytes into `buf`, making room for at least `room` first. `Ok(0)` is end of stream.

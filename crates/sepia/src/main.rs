@@ -102,7 +102,22 @@ fn init_tracing() {
         .init();
 }
 
+/// Raises the soft descriptor limit to the hard one, as a server holding thousands of
+/// connections needs (Squid's `max_filedescriptors`, nginx's `worker_rlimit_nofile`); the
+/// store sizes its body files from the result. A refusal only leaves the limit as it was.
+fn raise_descriptor_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                tracing::warn!("could not raise the descriptor limit from {soft} to {hard}: {e}");
+            }
+        }
+    }
+}
+
 fn run(config: Config) -> std::io::Result<()> {
+    raise_descriptor_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.server.workers.max(1))
         .thread_name("sepia-worker")

@@ -1,12 +1,14 @@
 //! Store sizing.
 
+use crate::body_file::FileHome;
+
 /// Sizing of a [`crate::MemoryStore`].
 ///
 /// Values are normalised by [`StoreConfig::normalized`] (which `MemoryStore::new` applies):
 /// the shard count is rounded up to a power of two in `1..=MAX_SHARDS` and the maximum
 /// object size is clamped to the budget. The config crate is where a user's bad value
 /// becomes an error with a file and line; the store only refuses to be inconsistent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
     /// Total bytes all stored objects may account for (payload plus overhead estimate);
     /// the store never holds more after an insertion returns.
@@ -17,6 +19,14 @@ pub struct StoreConfig {
     /// Number of independently locked shards (keys are spread by hash), so that threads
     /// looking up different keys do not serialise on one lock.
     pub shards: usize,
+    /// Bodies of at least this many bytes are kept in sealed memory files and served with
+    /// `sendfile(2)` (see `body_file.rs`); `u64::MAX` keeps every body in memory chunks.
+    pub body_file_min: u64,
+    /// Most body files held at once (each is a file descriptor); beyond it, large bodies
+    /// stay in memory chunks.
+    pub max_body_files: usize,
+    /// Where body files are made.
+    pub body_file_home: FileHome,
 }
 
 /// Upper bound on shards: beyond this the per-shard fixed cost outweighs any contention win
@@ -29,6 +39,9 @@ impl Default for StoreConfig {
             budget_bytes: 256 * 1024 * 1024,
             max_object_bytes: 16 * 1024 * 1024,
             shards: 32,
+            body_file_min: u64::MAX,
+            max_body_files: 0,
+            body_file_home: FileHome::Memory,
         }
     }
 }
@@ -42,6 +55,7 @@ impl StoreConfig {
             budget_bytes: self.budget_bytes,
             max_object_bytes: self.max_object_bytes.min(self.budget_bytes),
             shards,
+            ..self
         }
     }
 }
@@ -55,7 +69,7 @@ mod tests {
         let c = StoreConfig::default();
         assert_eq!(c.budget_bytes, 256 << 20);
         assert_eq!(c.max_object_bytes, 16 << 20);
-        assert_eq!(c, c.normalized());
+        assert_eq!(c, c.clone().normalized());
     }
 
     #[test]
@@ -74,6 +88,7 @@ mod tests {
                 budget_bytes: budget,
                 max_object_bytes: max,
                 shards,
+                ..StoreConfig::default()
             }
             .normalized();
             assert_eq!(n.budget_bytes, budget);

@@ -34,7 +34,10 @@
 //! # API summary
 //!
 //! - [`MemoryStore::new`]`(StoreConfig)`; [`StoreConfig`] `{ budget_bytes, max_object_bytes,
-//!   shards }` (defaults 256 MiB, 16 MiB, 32).
+//!   shards, body_file_min, max_body_files, body_file_home }` (defaults 256 MiB, 16 MiB, 32,
+//!   never, 0, memfd).
+//! - [`Object::body`] is a [`Body`]: the chunks as they arrived, or, for a body of at least
+//!   `body_file_min` bytes, a file ([`BodyFile`], made in a [`FileHome`]) for `sendfile(2)`.
 //! - [`MemoryStore::lookup`]`(primary, select) -> Lookup<M>`: [`Lookup::Hit`]`(Arc<Object<M>>)`
 //!   (allocation-free), [`Lookup::Miss`]`(FillWriter<M>)` for the first requester,
 //!   [`Lookup::Pending`]`(FillReader<M>)` for requests collapsing onto a fill in progress.
@@ -59,6 +62,7 @@
 //! the readers attached to their fill. Eviction is size-aware S3-FIFO per shard (see
 //! `s3fifo.rs` for why). Every store must pass the conformance suite in `conformance.rs`.
 
+mod body_file;
 mod config;
 mod fill;
 mod ghost;
@@ -74,12 +78,13 @@ mod conformance;
 #[cfg(test)]
 mod memory_tests;
 
+pub use body_file::{BodyFile, FileHome};
 pub use config::{StoreConfig, MAX_SHARDS};
 pub use fill::{
     BodyLength, BodyWriter, FillError, FillHead, FillReader, FillWriter, FinishError,
     FinishOutcome, NotStoredReason,
 };
 pub use memory::MemoryStore;
-pub use object::{Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
+pub use object::{Body, Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
 pub use stats::StoreStats;
 pub use store::{by_secondary, Lookup, Store};

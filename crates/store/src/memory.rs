@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::body_file::{BodyFile, FileHome, FileSlots};
 use crate::config::StoreConfig;
 use crate::fill::{
     DetachReason, FillShared, FillTarget, FillTicket, FillWriter, FinishOutcome, NotStoredReason,
 };
-use crate::object::Object;
+use crate::object::{Body, Object};
 use crate::shard::{Shard, ShardState, ShardWrite};
 use crate::stats::{bump, StoreStats};
 use crate::store::{Lookup, Store};
@@ -62,6 +63,11 @@ struct Inner<M> {
     budget: u64,
     max_object: u64,
     next_fill_id: AtomicU64,
+    /// Bodies at least this long go into sealed files (`u64::MAX`: never).
+    body_file_min: u64,
+    files: Arc<FileSlots>,
+    file_home: FileHome,
+    body_file_errors: AtomicU64,
 }
 
 impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
@@ -78,6 +84,10 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
                 used: AtomicU64::new(0),
                 budget: cfg.budget_bytes,
                 max_object: cfg.max_object_bytes,
+                body_file_min: cfg.body_file_min,
+                files: FileSlots::new(cfg.max_body_files),
+                file_home: cfg.body_file_home,
+                body_file_errors: AtomicU64::new(0),
                 next_fill_id: AtomicU64::new(0),
             }),
         }
@@ -245,6 +255,8 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         let mut stats = StoreStats {
             bytes: self.inner.used.load(Relaxed),
             budget_bytes: self.inner.budget,
+            body_files: self.inner.files.in_use() as u64,
+            body_file_errors: self.inner.body_file_errors.load(Relaxed),
             ..StoreStats::default()
         };
         for shard in self.inner.shards.iter() {
@@ -426,6 +438,22 @@ impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
 
     fn max_object_bytes(&self) -> u64 {
         self.max_object
+    }
+
+    fn body_for(&self, chunks: Arc<[Bytes]>, len: u64) -> Body {
+        if len < self.body_file_min {
+            return Body::Chunks(chunks);
+        }
+        match BodyFile::create(&chunks, len, &self.files, &self.file_home) {
+            Ok(Some(file)) => Body::File(Arc::new(file)),
+            // Every slot taken: the body stays in memory, as any body below the threshold.
+            Ok(None) => Body::Chunks(chunks),
+            // The kernel refused (memory limits): still store the object, from memory.
+            Err(_) => {
+                bump(&self.body_file_errors);
+                Body::Chunks(chunks)
+            }
+        }
     }
 }
 

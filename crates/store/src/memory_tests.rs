@@ -9,14 +9,32 @@ use crate::conformance::{
     any, body_of, expect_hit, expect_miss, expect_pending, expect_stored, pattern, secondary_is,
     store_object, write_body, Meta,
 };
-use crate::{BodyLength, FinishOutcome, Lookup, MemoryStore, StoreConfig};
+use crate::{Body, BodyLength, FileHome, FinishOutcome, Lookup, MemoryStore, StoreConfig};
 
 fn store(budget: u64, max: u64, shards: usize) -> MemoryStore<Meta> {
     MemoryStore::new(StoreConfig {
         budget_bytes: budget,
         max_object_bytes: max,
         shards,
+        ..StoreConfig::default()
     })
+}
+
+/// A store that keeps bodies of at least `file_min` bytes in sealed files, at most `files`
+/// of them at once.
+fn file_store(budget: u64, max: u64, file_min: u64, files: usize) -> MemoryStore<Meta> {
+    MemoryStore::new(file_config(budget, max, file_min, files))
+}
+
+fn file_config(budget: u64, max: u64, file_min: u64, files: usize) -> StoreConfig {
+    StoreConfig {
+        budget_bytes: budget,
+        max_object_bytes: max,
+        shards: 4,
+        body_file_min: file_min,
+        max_body_files: files,
+        body_file_home: FileHome::Memory,
+    }
 }
 
 mod one_shard {
@@ -25,6 +43,69 @@ mod one_shard {
 
 mod sixteen_shards {
     crate::conformance::conformance_suite!(|budget, max| super::store(budget, max, 16));
+}
+
+/// Every non-empty body in a sealed file: the whole suite must hold unchanged.
+mod file_bodies {
+    crate::conformance::conformance_suite!(|budget, max| super::file_store(
+        budget, max, 1, 100_000
+    ));
+}
+
+/// Every non-empty body in an unnamed file of the temporary directory.
+mod file_bodies_in_a_directory {
+    crate::conformance::conformance_suite!(|budget, max| {
+        let mut store = super::file_store(budget, max, 1, 100_000);
+        let home = crate::FileHome::Dir(std::env::temp_dir());
+        if home.probe().is_ok() {
+            store = crate::MemoryStore::new(crate::StoreConfig {
+                body_file_home: home,
+                ..super::file_config(budget, max, 1, 100_000)
+            });
+        }
+        store
+    });
+}
+
+/// Two file slots for the whole store: bodies past them stay in memory, mixed freely.
+mod few_file_slots {
+    crate::conformance::conformance_suite!(|budget, max| super::file_store(budget, max, 1, 2));
+}
+
+#[test]
+fn large_bodies_go_to_files_and_eviction_gives_the_slots_back() {
+    let s = file_store(64 * 1024, 32 * 1024, 10_000, 8);
+    let small = expect_stored(store_object(&s, b"/small", b"", &pattern(9_999, 1), 1));
+    assert!(
+        matches!(small.body(), Body::Chunks(_)),
+        "below the threshold"
+    );
+    let big = expect_stored(store_object(&s, b"/big", b"", &pattern(20_000, 2), 2));
+    let Body::File(file) = big.body() else {
+        panic!("at the threshold or above: a file")
+    };
+    assert_eq!(file.len(), 20_000);
+    assert_eq!(body_of(&big), pattern(20_000, 2));
+    assert_eq!(s.stats().body_files, 1);
+    drop(big);
+    // Fill the budget with other large objects: /big is evicted and its file closed.
+    for i in 0..8u32 {
+        let key = format!("/other/{i}").into_bytes();
+        drop(store_object(&s, &key, b"", &pattern(20_000, 3), 3));
+    }
+    let stats = s.stats();
+    assert!(stats.evictions > 0, "{stats:?}");
+    assert!(
+        stats.body_files <= 3 && stats.body_files <= stats.objects,
+        "a 64 KiB budget holds at most three 20 KB objects: {stats:?}"
+    );
+    assert_eq!(stats.body_file_errors, 0);
+    s.assert_consistent(true);
+    for i in 0..8u32 {
+        s.purge(format!("/other/{i}").as_bytes());
+    }
+    s.purge(b"/big");
+    assert_eq!(s.stats().body_files, 0, "every file closed with its object");
 }
 
 #[test]

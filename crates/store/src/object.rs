@@ -1,8 +1,12 @@
 //! The stored object: a complete, immutable response ready to be written to a client.
 
+use std::borrow::Cow;
+use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+use crate::body_file::BodyFile;
 
 /// Fixed per-object bookkeeping estimate charged against the byte budget on top of the
 /// payload: the `Arc<Object>` allocation, the slot in the eviction queues, the index entry
@@ -13,30 +17,62 @@ pub const OBJECT_OVERHEAD_BYTES: u64 = 256;
 /// Per-chunk estimate (one `Bytes` handle plus its share of the chunk list).
 pub const CHUNK_OVERHEAD_BYTES: u64 = 32;
 
+/// Where a stored body lives.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// The chunks it arrived in: slices of the origin's read buffers, never re-copied.
+    /// Served with vectored writes.
+    Chunks(Arc<[Bytes]>),
+    /// A sealed memory file (large bodies, see `body_file.rs`): served with `sendfile(2)`.
+    File(Arc<BodyFile>),
+}
+
+impl Body {
+    /// The in-memory chunks, or `None` for a file body.
+    #[inline]
+    pub fn chunks(&self) -> Option<&[Bytes]> {
+        match self {
+            Body::Chunks(c) => Some(c),
+            Body::File(_) => None,
+        }
+    }
+
+    /// The bytes as chunks: borrowed when in memory, read back from a file body (off the
+    /// hot path: a hit sends a file with sendfile instead).
+    pub fn to_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {
+        match self {
+            Body::Chunks(c) => Ok(Cow::Borrowed(c)),
+            Body::File(f) => Ok(Cow::Owned(vec![f.read_all()?])),
+        }
+    }
+
+    /// Number of pieces the body is accounted as (chunks, or one for a file).
+    fn pieces(&self) -> usize {
+        match self {
+            Body::Chunks(c) => c.len(),
+            Body::File(_) => 1,
+        }
+    }
+}
+
 /// A complete cached response.
 ///
 /// Immutable once built: a hit hands out an `Arc<Object<M>>`, so serving it is a
 /// reference-count increment and a vectored write of [`Object::head`] followed by the
-/// [`Object::body`] chunks, with no copy. Revalidation (RFC 9111 §4.3.4, a 304 updating the
+/// [`Object::body`] chunks (or `sendfile` of its file), with no copy. Revalidation (RFC 9111 §4.3.4, a 304 updating the
 /// stored headers) does not mutate an object: the store swaps in a new `Object` that shares
 /// the same body chunks (see `update`).
 #[derive(Debug)]
 pub struct Object<M> {
     head: Bytes,
-    body: Arc<[Bytes]>,
+    body: Body,
     body_len: u64,
     meta: M,
     secondary: Bytes,
 }
 
 impl<M> Object<M> {
-    pub(crate) fn new(
-        head: Bytes,
-        body: Arc<[Bytes]>,
-        body_len: u64,
-        meta: M,
-        secondary: Bytes,
-    ) -> Self {
+    pub(crate) fn new(head: Bytes, body: Body, body_len: u64, meta: M, secondary: Bytes) -> Self {
         Object {
             head,
             body,
@@ -53,10 +89,11 @@ impl<M> Object<M> {
         &self.head
     }
 
-    /// The body as the chunks it arrived in; slices of the origin's read buffers, never
-    /// re-copied. Empty for a provisional object (the head of a fill still in progress).
+    /// The body: the chunks it arrived in (slices of the origin's read buffers, never
+    /// re-copied; none for a provisional object, the head of a fill still in progress), or a
+    /// sealed file for a large body.
     #[inline]
-    pub fn body(&self) -> &[Bytes] {
+    pub fn body(&self) -> &Body {
         &self.body
     }
 
@@ -84,7 +121,7 @@ impl<M> Object<M> {
     pub(crate) fn with_head(&self, head: Bytes, meta: M) -> Self {
         Object {
             head,
-            body: Arc::clone(&self.body),
+            body: self.body.clone(),
             body_len: self.body_len,
             meta,
             secondary: self.secondary.clone(),
@@ -96,7 +133,7 @@ impl<M> Object<M> {
         accounted_size(
             self.head.len(),
             self.body_len,
-            self.body.len(),
+            self.body.pieces(),
             primary_len + self.secondary.len(),
         )
     }
@@ -131,7 +168,7 @@ mod tests {
         let len = chunks.iter().map(|c| c.len() as u64).sum();
         Object::new(
             Bytes::from_static(head),
-            body,
+            Body::Chunks(body),
             len,
             7,
             Bytes::from_static(secondary),
@@ -180,10 +217,10 @@ mod tests {
         assert_eq!(*n.meta(), 9);
         assert_eq!(n.secondary().as_ref(), b"en");
         assert_eq!(n.body_len(), 4);
-        assert!(
-            Arc::ptr_eq(&o.body, &n.body),
-            "body chunks must be shared, not copied"
-        );
+        let (Body::Chunks(a), Body::Chunks(b)) = (&o.body, &n.body) else {
+            panic!("chunk bodies")
+        };
+        assert!(Arc::ptr_eq(a, b), "body chunks must be shared, not copied");
     }
 
     #[test]

@@ -397,7 +397,7 @@ mod tests {
         let body: Arc<[Bytes]> = Arc::from(vec![Bytes::from_static(b"body")]);
         Arc::new(Object::new(
             Bytes::from_static(b"head"),
-            body,
+            crate::object::Body::Chunks(body),
             4,
             0,
             Bytes::from_static(secondary),

@@ -33,6 +33,10 @@ pub struct StoreStats {
     pub objects: u64,
     /// The configured byte budget.
     pub budget_bytes: u64,
+    /// Bodies currently kept in sealed files (served with sendfile).
+    pub body_files: u64,
+    /// Large bodies kept in memory because the kernel refused a body file.
+    pub body_file_errors: u64,
 }
 
 /// One shard's counters.

@@ -112,7 +112,11 @@ async fn revalidate(
             obj.secondary().clone(),
             BodyLength::Known(obj.body_len()),
         );
-        for chunk in obj.body() {
+        let chunks = obj
+            .body()
+            .to_chunks()
+            .map_err(|_| "reading the stored body back failed")?;
+        for chunk in chunks.iter() {
             body.append(chunk.clone());
         }
         body.finish()

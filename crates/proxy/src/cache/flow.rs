@@ -343,13 +343,18 @@ async fn revalidate(
             obj.secondary().clone(),
             BodyLength::Known(obj.body_len()),
         );
-        for chunk in obj.body() {
-            body.append(chunk.clone());
-        }
-        let served = match body.finish() {
-            Ok(FinishOutcome::Stored(new)) => new,
-            _ => obj,
-        };
+        // A body kept in a file is read back for the readers of this refresh (rare: a 304
+        // for a large object); should that fail, the fill aborts and the old object serves.
+        let stored = obj.body().to_chunks().ok().and_then(|chunks| {
+            for chunk in chunks.iter() {
+                body.append(chunk.clone());
+            }
+            match body.finish() {
+                Ok(FinishOutcome::Stored(new)) => Some(new),
+                _ => None,
+            }
+        });
+        let served = stored.unwrap_or(obj);
         let status = CacheStatus::forward(fwd).with_fwd_status(304);
         let mut outcome = serve_object(
             shared,

@@ -13,7 +13,7 @@ use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{FieldList, Fields, HeuristicRule, PolicyConfig, StoredMeta};
 use sepia_config::CacheConfig;
 use sepia_http1::{put_header, put_status_line, Version};
-use sepia_store::{MemoryStore, StoreConfig};
+use sepia_store::{FileHome, MemoryStore, StoreConfig};
 
 pub use fields::HeadFields;
 pub use flow::handle;
@@ -72,6 +72,9 @@ impl Cache {
         let store = MemoryStore::new(StoreConfig {
             budget_bytes: config.memory_bytes,
             max_object_bytes: config.max_object_bytes,
+            body_file_min: config.sendfile_min_bytes.unwrap_or(u64::MAX),
+            max_body_files: body_file_cap(),
+            body_file_home: body_file_home(config)?,
             ..StoreConfig::default()
         });
         Ok(Some(Cache {
@@ -80,6 +83,47 @@ impl Cache {
             config: config.clone(),
         }))
     }
+}
+
+/// Where body files are made. A configured `sendfile_dir` must work (an error names it);
+/// the default, /var/tmp (a disk filesystem on most systems, where sendfile is cheapest:
+/// see sepia_store's `body_file.rs`), falls back to memory files when it does not.
+fn body_file_home(config: &CacheConfig) -> Result<FileHome, String> {
+    if config.sendfile_min_bytes.is_none() {
+        return Ok(FileHome::Memory);
+    }
+    if let Some(dir) = &config.sendfile_dir {
+        let home = FileHome::Dir(dir.clone());
+        return home.probe().map(|()| home).map_err(|e| {
+            format!(
+                "cache.sendfile_dir: cannot make unnamed files (O_TMPFILE) in \"{}\": {e}",
+                dir.display()
+            )
+        });
+    }
+    let home = FileHome::Dir(DEFAULT_SENDFILE_DIR.into());
+    match home.probe() {
+        Ok(()) => Ok(home),
+        Err(e) => {
+            tracing::warn!(
+                "large bodies go to memory files: cannot make unnamed files in \
+                 {DEFAULT_SENDFILE_DIR} ({e}); set cache.sendfile_dir"
+            );
+            Ok(FileHome::Memory)
+        }
+    }
+}
+
+/// The default home of body files.
+const DEFAULT_SENDFILE_DIR: &str = "/var/tmp";
+
+/// How many stored bodies may be kept in files (one descriptor each): a quarter of the
+/// descriptor limit, so that large objects never starve accepts and origin connections.
+fn body_file_cap() -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    getrlimit(Resource::RLIMIT_NOFILE).map_or(0, |(soft, _)| {
+        usize::try_from(soft / 4).unwrap_or(usize::MAX)
+    })
 }
 
 /// The head a hit sends, minus its per-hit fields: status line and the stored fields, each

@@ -3,7 +3,8 @@
 //!
 //! A full hit is one gather write: the pre-serialised stored head, a small per-hit block
 //! (Content-Length, Age, Cache-Status, Connection) and the body chunks, all `Bytes` shared with
-//! the store — nothing is copied or parsed.
+//! the store — nothing is copied or parsed. A large body kept in a sealed file goes out with
+//! `sendfile(2)` after the head, so its bytes are not copied either.
 
 use std::sync::Arc;
 
@@ -17,13 +18,13 @@ use sepia_http1::{
     RequestHead, Version, CRLF, LAST_CHUNK,
 };
 use sepia_observe::ResultCode;
-use sepia_store::{BodyLength, FillError, FillHead, FillReader, Object};
+use sepia_store::{Body, BodyFile, BodyLength, FillError, FillHead, FillReader, Object};
 
 use super::flow::CACHE_NAME;
 use super::{HeadFields, Meta};
 use crate::client::ClientSide;
 use crate::exchange::Outcome;
-use crate::io::{write_parts_within, MAX_SLICES};
+use crate::io::{send_file_within, write_parts_within, MAX_SLICES};
 use crate::shared::Shared;
 
 /// Serves a complete stored object. `cache_status` is the Cache-Status value (RFC 9211).
@@ -110,8 +111,15 @@ pub async fn serve_object(
                         keep,
                         req.version,
                     );
-                    let body: &[Bytes] = if head_only { &[] } else { obj.body() };
-                    write_with_body(cs, obj.head(), body, shared).await
+                    match (head_only, obj.body()) {
+                        (true, _) => write_with_body(cs, obj.head(), &[], shared).await,
+                        (false, Body::Chunks(chunks)) => {
+                            write_with_body(cs, obj.head(), chunks, shared).await
+                        }
+                        (false, Body::File(file)) => {
+                            write_with_file(cs, obj.head(), file, 0, len, shared).await
+                        }
+                    }
                 }
                 RangeOutcome::Partial { start, end } => {
                     outcome.status = 206;
@@ -127,12 +135,16 @@ pub async fn serve_object(
                         keep,
                         req.version,
                     );
-                    let part = if head_only {
-                        Vec::new()
-                    } else {
-                        slice_chunks(obj.body(), start, end)
-                    };
-                    write_with_body(cs, &head, &part, shared).await
+                    match (head_only, obj.body()) {
+                        (true, _) => write_with_body(cs, &head, &[], shared).await,
+                        (false, Body::Chunks(chunks)) => {
+                            let part = slice_chunks(chunks, start, end);
+                            write_with_body(cs, &head, &part, shared).await
+                        }
+                        (false, Body::File(file)) => {
+                            write_with_file(cs, &head, file, start, end + 1, shared).await
+                        }
+                    }
                 }
                 RangeOutcome::Unsatisfiable => {
                     // A minimal 416 (RFC 9110 §15.5.17), not the stored fields: their freshness
@@ -345,6 +357,22 @@ async fn write_with_body(
     }
     total += body.iter().map(|c| c.len() as u64).sum::<u64>();
     Ok(total)
+}
+
+/// Writes `head` and the per-hit block in `cs.head_buf` in one gather write, then bytes
+/// `start..end` of a body file with sendfile (no copy of the body). Returns the bytes written.
+async fn write_with_file(
+    cs: &mut ClientSide,
+    head: &[u8],
+    file: &BodyFile,
+    start: u64,
+    end: u64,
+    shared: &Shared,
+) -> std::io::Result<u64> {
+    let limit = shared.config.timeouts.client_idle;
+    write_parts_within(&mut cs.stream, &[head, &cs.head_buf], limit).await?;
+    send_file_within(&cs.stream, file, start, end, limit).await?;
+    Ok((head.len() + cs.head_buf.len()) as u64 + (end - start))
 }
 
 #[cfg(test)]

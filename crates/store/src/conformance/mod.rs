@@ -59,6 +59,8 @@ pub(crate) fn expect_hit(lookup: Lookup<Meta>) -> Arc<Object<Meta>> {
 pub(crate) fn body_of(object: &Object<Meta>) -> Vec<u8> {
     object
         .body()
+        .to_chunks()
+        .expect("a stored body reads back")
         .iter()
         .flat_map(|c| c.iter().copied())
         .collect()

@@ -8,7 +8,7 @@ use super::{
     BodyLength, DetachReason, FillHead, FillShared, FillTarget, FillTicket, FinishError,
     FinishOutcome, NotStoredReason, Phase,
 };
-use crate::object::{accounted_size, Object, CHUNK_OVERHEAD_BYTES};
+use crate::object::{accounted_size, Body, Object, CHUNK_OVERHEAD_BYTES};
 
 /// What both writer states hold; its owner aborts the fill when dropped unfinished.
 struct WriterCore<M> {
@@ -87,7 +87,7 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
         let oversize = accounted_size(head.len(), promised, 0, keys_len) > max;
         let object = Arc::new(Object::new(
             head,
-            Arc::from(Vec::new()),
+            Body::Chunks(Arc::from(Vec::new())),
             promised,
             meta,
             secondary,
@@ -235,18 +235,21 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
         let outcome = if self.oversize {
             FinishOutcome::NotStored(NotStoredReason::TooBig)
         } else {
-            let object = {
+            let (head, chunks) = {
                 let st = core.shared.lock();
                 let head = &st.head.as_ref().expect("published before the body").object;
-                let body: Arc<[Bytes]> = st.chunks.iter().cloned().collect();
-                Object::new(
-                    head.head().clone(),
-                    body,
-                    self.received,
-                    head.meta().clone(),
-                    head.secondary().clone(),
-                )
+                let chunks: Arc<[Bytes]> = st.chunks.iter().cloned().collect();
+                (Arc::clone(head), chunks)
             };
+            // Copying a large body into its file happens here, outside the fill's lock.
+            let body = core.target.body_for(chunks, self.received);
+            let object = Object::new(
+                head.head().clone(),
+                body,
+                self.received,
+                head.meta().clone(),
+                head.secondary().clone(),
+            );
             core.target.commit(&core.ticket, object)
         };
         core.shared.end(Phase::Complete);
