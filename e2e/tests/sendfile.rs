@@ -25,6 +25,17 @@ fn get(sepia: &Sepia, path: &str, extra: &str) -> Response {
     client.read_response()
 }
 
+/// Whether `dir`'s filesystem can make unnamed files (`O_TMPFILE`), as body files need.
+fn unnamed_files_work_in(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(nix::libc::O_TMPFILE)
+        .open(dir)
+        .is_ok()
+}
+
 /// [`body_files`] once their count is `n` (a fill is committed just after its last byte is
 /// relayed, so the count may lag the client's response by a moment).
 #[track_caller]
@@ -47,10 +58,18 @@ fn body_files(sepia: &Sepia) -> Vec<String> {
 #[test]
 fn large_hits_come_from_a_body_file_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
-    let (origin, sepia) = reverse_with(&format!(
-        "[cache]\nsendfile_min = \"64KiB\"\nsendfile_dir = \"{}\"\n",
-        dir.path().display()
-    ));
+    // Where the temporary directory's filesystem cannot hold unnamed files, the default
+    // directory (or its memory fallback) serves instead and the location is not checked.
+    let in_dir = unnamed_files_work_in(dir.path());
+    if !in_dir {
+        eprintln!("SKIPPED (location only): no O_TMPFILE in {}", dir.path().display());
+    }
+    let dir_line = if in_dir {
+        format!("sendfile_dir = \"{}\"\n", dir.path().display())
+    } else {
+        String::new()
+    };
+    let (origin, sepia) = reverse_with(&format!("[cache]\nsendfile_min = \"64KiB\"\n{dir_line}"));
     let len = 1_000_003; // not a multiple of any page or chunk size
     let path = big_path(len);
     let url = format!("{}{path}", sepia.url());
@@ -61,15 +80,17 @@ fn large_hits_come_from_a_body_file_byte_for_byte() {
     assert_eq!(sha256_hex(&miss.body), sha256_hex(&want), "the miss");
     let files = settled_body_files(&sepia, 1);
     assert_eq!(files.len(), 1, "a 1 MB body is kept in a file: {files:?}");
-    assert!(
-        Path::new(&files[0]).starts_with(dir.path()),
-        "made in sendfile_dir: {files:?}"
-    );
-    assert_eq!(
-        std::fs::read_dir(dir.path()).unwrap().count(),
-        0,
-        "unnamed: nothing to see or clean up in the directory"
-    );
+    if in_dir {
+        assert!(
+            Path::new(&files[0]).starts_with(dir.path()),
+            "made in sendfile_dir: {files:?}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "unnamed: nothing to see or clean up in the directory"
+        );
+    }
 
     for round in 0..3 {
         let hit = curl(&["-H", "Host: app", &url]);
