@@ -62,7 +62,10 @@ fn large_hits_come_from_a_body_file_byte_for_byte() {
     // directory (or its memory fallback) serves instead and the location is not checked.
     let in_dir = unnamed_files_work_in(dir.path());
     if !in_dir {
-        eprintln!("SKIPPED (location only): no O_TMPFILE in {}", dir.path().display());
+        eprintln!(
+            "SKIPPED (location only): no O_TMPFILE in {}",
+            dir.path().display()
+        );
     }
     let dir_line = if in_dir {
         format!("sendfile_dir = \"{}\"\n", dir.path().display())
