@@ -1,4 +1,4 @@
-//! Large stored bodies kept in sealed memory files and sent with `sendfile(2)` (`[cache]
+//! Large stored bodies kept in unnamed files and sent with `sendfile(2)` (`[cache]
 //! sendfile`, `sendfile_min`): every byte a client receives from such a file must be the byte
 //! the origin sent, for whole bodies, ranges, HEAD, keep-alive sequences, concurrent clients,
 //! clients that leave mid-body and a 304 that refreshes the stored head. The evidence that
@@ -17,6 +17,12 @@ use sepia_e2e::{
 /// A cacheable (max-age=60) pattern body of `len` bytes, sent at once by the origin.
 fn big_path(len: usize) -> String {
     format!("/slow-cacheable/{len}/0")
+}
+
+#[track_caller]
+fn assert_hit(r: &Response) {
+    let status = r.header("cache-status").unwrap_or_default();
+    assert!(status.contains("hit"), "not a hit: {}", r.raw_head);
 }
 
 fn get(sepia: &Sepia, path: &str, extra: &str) -> Response {
@@ -153,6 +159,8 @@ fn bodies_below_the_threshold_or_with_sendfile_off_stay_in_memory() {
     for _ in 0..2 {
         assert!(get(&sepia, &below, "").body == pattern(256 * 1024 - 1));
     }
+    // A hit proves the object was committed: only then is "no file" meaningful.
+    assert_hit(&get(&sepia, &below, ""));
     assert_eq!(
         body_files(&sepia),
         [] as [String; 0],
@@ -173,6 +181,7 @@ fn bodies_below_the_threshold_or_with_sendfile_off_stay_in_memory() {
     for _ in 0..2 {
         assert!(get(&sepia, &path, "").body == pattern(2 << 20));
     }
+    assert_hit(&get(&sepia, &path, ""));
     assert_eq!(origin.request_count(), 1, "still cached");
     assert_eq!(body_files(&sepia), [] as [String; 0], "sendfile = false");
 }
@@ -184,6 +193,11 @@ fn concurrent_clients_and_clients_leaving_mid_body_get_whole_bodies() {
     let path = big_path(len);
     let want = sha256_hex(&pattern(len));
     assert_eq!(sha256_hex(&get(&sepia, &path, "").body), want);
+    assert_eq!(
+        settled_body_files(&sepia, 1).len(),
+        1,
+        "a 3 MiB body is a file"
+    );
 
     // Clients that read a little and vanish: the proxy's sendfile fails for them only.
     for _ in 0..5 {
@@ -225,6 +239,12 @@ fn a_304_refreshes_a_body_kept_in_a_file() {
     assert_eq!(origin.request_count(), 2, "fresh again: a hit");
     assert_eq!(third.header("x-version"), Some("2"));
     assert_eq!(third.body, REVALIDATE_BODY);
+    let files = settled_body_files(&sepia, 1);
+    assert_eq!(
+        files.len(),
+        1,
+        "the replaced object's file is closed: {files:?}"
+    );
 }
 
 #[test]

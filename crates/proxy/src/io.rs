@@ -91,6 +91,7 @@ pub async fn send_file_within(
         match tokio::time::timeout(limit, sent).await {
             Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(Ok(_)) => {}
+            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
             Ok(Err(e)) => return Err(e),
             Err(_) => return Err(io::ErrorKind::TimedOut.into()),
         }

@@ -19,7 +19,7 @@ pub struct StoreConfig {
     /// Number of independently locked shards (keys are spread by hash), so that threads
     /// looking up different keys do not serialise on one lock.
     pub shards: usize,
-    /// Bodies of at least this many bytes are kept in sealed memory files and served with
+    /// Bodies of at least this many bytes (and never empty ones) are kept in files and served with
     /// `sendfile(2)` (see `body_file.rs`); `u64::MAX` keeps every body in memory chunks.
     pub body_file_min: u64,
     /// Most body files held at once (each is a file descriptor); beyond it, large bodies

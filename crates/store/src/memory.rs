@@ -441,7 +441,8 @@ impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
     }
 
     fn body_for(&self, chunks: Arc<[Bytes]>, len: u64) -> Body {
-        if len < self.body_file_min {
+        // An empty body (204, HEAD-sized 200s) never gets a descriptor, whatever the minimum.
+        if len < self.body_file_min || len == 0 {
             return Body::Chunks(chunks);
         }
         match BodyFile::create(&chunks, len, &self.files, &self.file_home) {

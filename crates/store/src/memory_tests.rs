@@ -62,6 +62,8 @@ mod file_bodies_in_a_directory {
                 body_file_home: home,
                 ..super::file_config(budget, max, 1, 100_000)
             });
+        } else {
+            eprintln!("SKIPPED (memfd instead): no O_TMPFILE in the temporary directory");
         }
         store
     });
@@ -70,6 +72,19 @@ mod file_bodies_in_a_directory {
 /// Two file slots for the whole store: bodies past them stay in memory, mixed freely.
 mod few_file_slots {
     crate::conformance::conformance_suite!(|budget, max| super::file_store(budget, max, 1, 2));
+}
+
+#[test]
+fn an_empty_body_never_takes_a_file() {
+    let s = file_store(64 * 1024, 32 * 1024, 0, 8);
+    let empty = expect_stored(store_object(&s, b"/empty", b"", b"", 1));
+    assert!(matches!(empty.body(), Body::Chunks(c) if c.is_empty()));
+    let one = expect_stored(store_object(&s, b"/one", b"", b"x", 1));
+    assert!(
+        matches!(one.body(), Body::File(_)),
+        "a minimum of 0 takes every other body"
+    );
+    assert_eq!(s.stats().body_files, 1);
 }
 
 #[test]

@@ -23,7 +23,7 @@ pub enum Body {
     /// The chunks it arrived in: slices of the origin's read buffers, never re-copied.
     /// Served with vectored writes.
     Chunks(Arc<[Bytes]>),
-    /// A sealed memory file (large bodies, see `body_file.rs`): served with `sendfile(2)`.
+    /// A file never written again (large bodies, see `body_file.rs`): served with `sendfile(2)`.
     File(Arc<BodyFile>),
 }
 
@@ -141,7 +141,8 @@ impl<M> Object<M> {
 
 /// Budget charge of an object: payload, keys, and the fixed overhead estimates.
 /// Used both for complete objects and, incrementally, for fills in progress so that the
-/// "too big" decision during a fill agrees with the one made at commit.
+/// "too big" decision during a fill is never laxer than the one made at commit (a body moved
+/// into a file counts as one piece at commit, so it can only come out smaller).
 pub(crate) fn accounted_size(
     head_len: usize,
     body_len: u64,
