@@ -79,8 +79,12 @@ impl HtpasswdFile {
 
 fn read(path: &Path) -> Result<(Table, Stamp), String> {
     let shown = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let metadata = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let fail = |e: std::io::Error| format!("cannot read {shown}: {e}");
+    // One open: the stamp belongs to the very bytes parsed.
+    let mut file = std::fs::File::open(path).map_err(fail)?;
+    let metadata = file.metadata().map_err(fail)?;
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut text).map_err(fail)?;
     Ok((htpasswd::parse_file(&text, &shown)?, Stamp::of(&metadata)))
 }
 

@@ -198,10 +198,7 @@ impl Forward {
     /// explicit `::ffff:0:0/96` entry still works. Allocation-free: a linear scan of a list that
     /// is short in practice.
     pub fn client_allowed(&self, ip: IpAddr) -> bool {
-        let canonical = ip.to_canonical();
-        self.allow
-            .iter()
-            .any(|net| net.contains(&canonical) || net.contains(&ip))
+        sepia_access::in_networks(&self.allow, ip)
     }
 
     /// Whether CONNECT to `port` is allowed.

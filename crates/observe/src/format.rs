@@ -67,11 +67,8 @@ impl LineFormatter {
 
 fn squid_line(rec: &AccessRecord, out: &mut Vec<u8>) {
     // `%ts.%03tu`: Squid stamps a line with the time it is logged, when the transaction ends.
-    let logged = logged_at(rec);
+    push_logged_at(out, rec);
     let mut num = itoa::Buffer::new();
-    out.extend_from_slice(num.format(logged.as_secs()).as_bytes());
-    out.push(b'.');
-    push_padded(out, logged.subsec_millis().into(), 3, b'0');
     out.push(b' ');
     // `%6tr`: milliseconds, right-aligned in 6 columns (printf "%6s"), wider values whole.
     push_padded(out, rec.elapsed.as_millis(), 6, b' ');
@@ -205,7 +202,20 @@ pub(crate) fn push_url_with(
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
-const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+pub(crate) const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+
+/// `seconds.milliseconds` of when the record is logged (Squid's `%ts.%03tu`; JSON's `ts`).
+pub(crate) fn push_logged_at(out: &mut Vec<u8>, rec: &AccessRecord) {
+    let logged = logged_at(rec);
+    out.extend_from_slice(itoa::Buffer::new().format(logged.as_secs()).as_bytes());
+    out.push(b'.');
+    push_padded(out, logged.subsec_millis().into(), 3, b'0');
+}
+
+/// A byte that goes into a quoted field (Apache's log quoting, a JSON string) unchanged.
+pub(crate) fn is_plain_quoted(b: &u8) -> bool {
+    (b' '..0x7f).contains(b) && *b != b'"' && *b != b'\\'
+}
 
 /// A space-separated field: kept as received except that spaces and control characters
 /// become `%XX`, so one record stays one line with a fixed number of fields.
@@ -277,8 +287,7 @@ fn push_apache_user(out: &mut Vec<u8>, user: Option<&[u8]>) {
 /// printable ASCII (controls, DEL, and every byte from 0x80) as `\xhh`, so the quotes always
 /// delimit the field and the line is plain ASCII.
 fn push_quoted(out: &mut Vec<u8>, field: &[u8]) {
-    let plain = |b: &u8| (b' '..0x7f).contains(b) && *b != b'"' && *b != b'\\';
-    if field.iter().all(plain) {
+    if field.iter().all(is_plain_quoted) {
         out.extend_from_slice(field);
         return;
     }
@@ -290,7 +299,7 @@ fn push_quoted(out: &mut Vec<u8>, field: &[u8]) {
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.extend_from_slice(b"\\t"),
             0x0b => out.extend_from_slice(b"\\v"),
-            _ if plain(&b) => out.push(b),
+            _ if is_plain_quoted(&b) => out.push(b),
             _ => out.extend_from_slice(&[
                 b'\\',
                 b'x',

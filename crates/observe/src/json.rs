@@ -29,16 +29,15 @@
 
 use std::net::IpAddr;
 
-use crate::format::{logged_at, media_type, push_ip, push_padded, push_url_with};
+use crate::format::{
+    is_plain_quoted, media_type, push_ip, push_logged_at, push_url_with, HEX_LOWER as HEX,
+};
 use crate::record::AccessRecord;
 
 pub(crate) fn json_line(rec: &AccessRecord, out: &mut Vec<u8>) {
     let mut num = itoa::Buffer::new();
-    let logged = logged_at(rec);
     out.extend_from_slice(b"{\"ts\":");
-    out.extend_from_slice(num.format(logged.as_secs()).as_bytes());
-    out.push(b'.');
-    push_padded(out, logged.subsec_millis().into(), 3, b'0');
+    push_logged_at(out, rec);
     out.extend_from_slice(b",\"elapsed_ms\":");
     out.extend_from_slice(num.format(rec.elapsed.as_millis()).as_bytes());
     out.extend_from_slice(b",\"client\":");
@@ -96,12 +95,9 @@ fn push_string(out: &mut Vec<u8>, value: Option<&[u8]>) {
     }
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// The inside of a JSON string (RFC 8259 §7) for arbitrary bytes.
 fn push_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
-    let plain = |b: &u8| (b' '..0x7f).contains(b) && *b != b'"' && *b != b'\\';
-    if bytes.iter().all(plain) {
+    if bytes.iter().all(is_plain_quoted) {
         out.extend_from_slice(bytes);
         return;
     }

@@ -18,6 +18,9 @@ use sepia_config::Mode;
 use sepia_http1::{HeaderId, Method, RequestHead};
 use sepia_observe::ResultCode;
 
+use sepia_cache_policy::Fields as _;
+
+use crate::cache::HeadFields;
 use crate::client::ClientSide;
 use crate::exchange::Outcome;
 use crate::shared::Shared;
@@ -212,10 +215,9 @@ struct Fields<'a>(&'a RequestHead);
 
 impl HeaderLookup for Fields<'_> {
     fn any_value(&self, name: &str, matches: &mut dyn FnMut(&[u8]) -> bool) -> bool {
-        self.0
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case(name.as_bytes()))
-            .any(|h| matches(&h.value))
+        // Well-known names are matched by the id the codec assigned at parse time.
+        HeadFields(&self.0.headers)
+            .values(name.as_bytes())
+            .any(matches)
     }
 }

@@ -14,6 +14,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use sepia_config::Mode;
@@ -26,14 +27,15 @@ use crate::exchange::Outcome;
 use crate::shared::Shared;
 use crate::target::{split_authority, AbsoluteTarget};
 
-/// Where an accepted connection was going, decided once when it is accepted. Boxed so that
-/// connections of the other modes (and parked ones) stay small.
+/// Where an accepted connection was going, decided once when it is accepted. Behind an `Arc`
+/// so that connections of the other modes (and parked ones) stay small, and a parked
+/// intercepted connection resumes its session without allocating a copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Divert {
     /// A forward or reverse listener: the client addressed Sepia itself.
     NotDiverted,
     /// An intercepted connection and where it goes.
-    To(Box<Diverted>),
+    To(Arc<Diverted>),
     /// An interception listener that must not serve this connection: every request on it is
     /// answered 403 with the reason.
     Refused(Refusal),
@@ -98,7 +100,7 @@ pub fn divert(
     if is_own_listener(dst, listen) {
         return Divert::Refused(Refusal::Direct);
     }
-    Divert::To(Box::new(Diverted {
+    Divert::To(Arc::new(Diverted {
         dst: unmapped(dst),
         spoof_from: spoof_client.then(|| peer.ip().to_canonical()),
     }))

@@ -106,12 +106,6 @@ impl BodyFile {
         for chunk in chunks {
             file.write_all(chunk)?;
         }
-        let written = file.metadata()?.len();
-        if written != len {
-            return Err(io::Error::other(format!(
-                "body file holds {written} bytes, {len} expected"
-            )));
-        }
         if *home == FileHome::Memory {
             fcntl(
                 &file,

@@ -28,15 +28,6 @@ pub enum Body {
 }
 
 impl Body {
-    /// The in-memory chunks, or `None` for a file body.
-    #[inline]
-    pub fn chunks(&self) -> Option<&[Bytes]> {
-        match self {
-            Body::Chunks(c) => Some(c),
-            Body::File(_) => None,
-        }
-    }
-
     /// The bytes as chunks: borrowed when in memory, read back from a file body (off the
     /// hot path: a hit sends a file with sendfile instead).
     pub fn to_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {

@@ -1,6 +1,7 @@
 //! One helper process and the task that looks after it: writes requests, matches replies to
 //! them by channel-ID, enforces the timeout, and restarts the process when it fails.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::Ordering;
@@ -185,8 +186,12 @@ impl Child {
         let mut chunk = vec![0u8; 4096];
         let mut line = Vec::new();
         loop {
-            let busy = in_flight.iter().flatten().count();
-            let deadline = in_flight.iter().flatten().map(|f| f.deadline).min();
+            let (busy, deadline) = in_flight
+                .iter()
+                .flatten()
+                .fold((0, None::<Instant>), |(n, min), f| {
+                    (n + 1, Some(min.map_or(f.deadline, |m| m.min(f.deadline))))
+                });
             tokio::select! {
                 biased;
                 _ = self.stop.changed() => return End::Stop,
@@ -211,8 +216,8 @@ impl Child {
                     let channel = in_flight.iter().position(Option::is_none).unwrap_or(0);
                     line.clear();
                     if concurrent {
-                        line.extend_from_slice(channel.to_string().as_bytes());
-                        line.push(b' ');
+                        // Written into the reused line: no string per job.
+                        let _ = write!(line, "{channel} ");
                     }
                     line.extend_from_slice(&job.line);
                     line.push(b'\n');

@@ -21,7 +21,7 @@ pub(crate) enum Answer {
 
 /// RFC 1738 §2.2 "unsafe" characters (Squid's `rfc1738_unsafe_chars`, plus `%` and space which
 /// Squid escapes in code).
-const UNSAFE: &[u8] = b"<>\"#%{}|\\^~[]`' ";
+pub(crate) const UNSAFE: &[u8] = b"<>\"#%{}|\\^~[]`' ";
 
 /// Appends `bytes` to `out` escaped as Squid's `rfc1738_escape` does.
 pub(crate) fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {

@@ -13,7 +13,7 @@ use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
 use sepia_store::{BodyLength, FillWriter, Object};
 use tokio::time::Instant;
 
-use super::{stored_head, unix_now, Entry, HeadFields, Meta};
+use super::{republish, stored_head, unix_now, Entry, HeadFields, Meta};
 use crate::exchange::{obtain, Origins};
 use crate::io::{read_more, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
@@ -106,21 +106,7 @@ async fn revalidate(
         );
         let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
         let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
-        let mut body = writer.publish_head(
-            head,
-            fresh,
-            obj.secondary().clone(),
-            BodyLength::Known(obj.body_len()),
-        );
-        let chunks = obj
-            .body()
-            .to_chunks()
-            .map_err(|_| "reading the stored body back failed")?;
-        for chunk in chunks.iter() {
-            body.append(chunk.clone());
-        }
-        body.finish()
-            .map_err(|_| "storing the freshened response failed")?;
+        republish(writer, obj, head, fresh)?;
         if resp.keep_alive && framing == BodyFraming::Empty && obuf.is_empty() {
             shared.pool.checkin(origin);
         }

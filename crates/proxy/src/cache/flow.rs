@@ -17,7 +17,7 @@ use sepia_observe::ResultCode;
 use sepia_store::{BodyLength, FillReader, FillWriter, FinishOutcome, Lookup, Object};
 
 use super::serve::{serve_fill, serve_object};
-use super::{background, stored_head, unix_now, Cache, Entry, HeadFields, Meta};
+use super::{background, republish, stored_head, unix_now, Cache, Entry, HeadFields, Meta};
 use crate::client::{local_error, ClientSide};
 use crate::exchange::{
     fetch, forward, relay_response, settle_unrelayed, Fetched, Origins, Outcome, Upstream,
@@ -337,24 +337,11 @@ async fn revalidate(
         let origin_ip = fetched.origin.addr.ip();
         settle_unrelayed(shared, req, &cs.resp, fetched);
         let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
-        let mut body = writer.publish_head(
-            head,
-            fresh,
-            obj.secondary().clone(),
-            BodyLength::Known(obj.body_len()),
-        );
-        // A body kept in a file is read back for the readers of this refresh (rare: a 304
-        // for a large object); should that fail, the fill aborts and the old object serves.
-        let stored = obj.body().to_chunks().ok().and_then(|chunks| {
-            for chunk in chunks.iter() {
-                body.append(chunk.clone());
-            }
-            match body.finish() {
-                Ok(FinishOutcome::Stored(new)) => Some(new),
-                _ => None,
-            }
-        });
-        let served = stored.unwrap_or(obj);
+        // Should the refresh not commit, the old object serves.
+        let served = match republish(writer, &obj, head, fresh) {
+            Ok(FinishOutcome::Stored(new)) => new,
+            _ => obj,
+        };
         let status = CacheStatus::forward(fwd).with_fwd_status(304);
         let mut outcome = serve_object(
             shared,

@@ -13,7 +13,9 @@ use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{FieldList, Fields, HeuristicRule, PolicyConfig, StoredMeta};
 use sepia_config::CacheConfig;
 use sepia_http1::{put_header, put_status_line, Version};
-use sepia_store::{FileHome, MemoryStore, StoreConfig};
+use sepia_store::{
+    BodyLength, FileHome, FillWriter, FinishOutcome, MemoryStore, Object, StoreConfig,
+};
 
 pub use fields::HeadFields;
 pub use flow::handle;
@@ -83,6 +85,33 @@ impl Cache {
             config: config.clone(),
         }))
     }
+}
+
+/// Completes a refresh fill after a 304 (RFC 9111 §4.3.4): the freshened `head` and `fresh`
+/// metadata with the stored object's body, appended so that requests collapsed on the refresh
+/// receive it too. A body kept in a file is read back for them (rare: a 304 for a large
+/// object); if that fails the fill aborts.
+fn republish(
+    writer: FillWriter<Meta>,
+    obj: &Object<Meta>,
+    head: Bytes,
+    fresh: Meta,
+) -> Result<FinishOutcome<Meta>, &'static str> {
+    let mut body = writer.publish_head(
+        head,
+        fresh,
+        obj.secondary().clone(),
+        BodyLength::Known(obj.body_len()),
+    );
+    let chunks = obj
+        .body()
+        .to_chunks()
+        .map_err(|_| "reading the stored body back failed")?;
+    for chunk in chunks.iter() {
+        body.append(chunk.clone());
+    }
+    body.finish()
+        .map_err(|_| "storing the freshened response failed")
 }
 
 /// Where body files are made. A configured `sendfile_dir` must work (an error names it);
