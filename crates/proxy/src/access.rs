@@ -11,11 +11,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use sepia_access::{AccessRules, Dst, HeaderLookup, Request, Verdict};
 use sepia_auth::Verdict as AuthVerdict;
-use sepia_config::Mode;
-use sepia_http1::{HeaderId, Method, RequestHead};
+use sepia_http1::{HeaderId, RequestHead};
 use sepia_observe::ResultCode;
 
 use sepia_cache_policy::Fields as _;
@@ -24,27 +22,28 @@ use crate::cache::HeadFields;
 use crate::client::ClientSide;
 use crate::exchange::Outcome;
 use crate::shared::Shared;
-use crate::target::{parse_absolute, split_authority, TargetError};
+use crate::target::split_authority;
 
 /// Applies `rules` to `req`. `None` lets the request go on; otherwise the answer to send
 /// (403 for a denial, 407 when credentials are needed, 503 when the authentication helpers
 /// cannot answer), logged as `TCP_DENIED` like Squid. The user a request authenticated as is
 /// left in `cs.user` for the access log.
 ///
-/// A request whose target cannot be determined is let through here: `dispatch` answers it
-/// with 400, 405, 409 or 501 before any origin or cache work, exactly as without rules.
+/// A request whose target cannot be determined (`target` is `None`) is let through here:
+/// `dispatch` answers it with 400, 409 or 501 before any origin or cache work, exactly as
+/// without rules.
 pub(crate) async fn enforce(
     shared: &Shared,
     cs: &mut ClientSide,
     req: &RequestHead,
-    mode: Mode,
+    target: Option<RuleTarget<'_>>,
     rules: &AccessRules,
     keep_client: bool,
 ) -> Option<Outcome> {
+    let target = target?;
     let mut url = std::mem::take(&mut cs.key);
-    let decision = decide(shared, cs.peer.ip(), req, mode, rules, &mut url).await;
+    let decision = decide(shared, cs.peer.ip(), req, target, rules, &mut url).await;
     cs.key = url;
-    let decision = decision?;
     cs.user = decision.user;
     let (status, detail) = match decision.verdict {
         Verdict::Allow => return None,
@@ -78,14 +77,19 @@ async fn decide(
     shared: &Shared,
     client: IpAddr,
     req: &RequestHead,
-    mode: Mode,
+    target: RuleTarget<'_>,
     rules: &AccessRules,
     url_buf: &mut Vec<u8>,
-) -> Option<Decision> {
-    let target = Target::of(req, mode, url_buf)?;
-    let host = split_authority(&target.authority)?.host;
-    let (url, path): (&[u8], &[u8]) = match target.path_start {
-        Some(start) => (url_buf, &url_buf[start..]),
+) -> Decision {
+    let host = target.host;
+    let (url, path): (&[u8], &[u8]) = match target.origin_form {
+        // The absolute URL normalised like the cache key (lowercase scheme and host, no
+        // default port): Squid's url_regex also sees its canonical URL.
+        Some(origin_form) => {
+            sepia_cache_policy::primary_key(b"http", target.authority, origin_form, url_buf);
+            let path_start = sepia_cache_policy::key_origin(url_buf).len();
+            (url_buf, &url_buf[path_start..])
+        }
         None => (&req.target, b""),
     };
     let fields = Fields(req);
@@ -130,11 +134,11 @@ async fn decide(
             }
         }
     }
-    Some(Decision {
+    Decision {
         verdict,
         user,
         auth_unavailable,
-    })
+    }
 }
 
 /// Checks the rules; when they reach a `dst` ACL for a host name, resolves the name (once per
@@ -165,47 +169,39 @@ async fn check<'a>(
     }
 }
 
-/// Where the request goes, as the rules see it.
-struct Target {
-    /// `host[:port]`: the URL's authority, the Host of an origin-form request (reverse mode),
-    /// or CONNECT's target (RFC 9112 §3.2.3).
-    authority: Bytes,
+/// Where the request goes, as the rules see it: read by `dispatch` from the target it
+/// parses anyway.
+pub(crate) struct RuleTarget<'a> {
+    /// `host[:port]`: the URL's authority, the Host of an origin-form request (reverse and
+    /// interception listeners), or CONNECT's target (RFC 9112 §3.2.3).
+    authority: &'a [u8],
+    host: &'a [u8],
     port: u16,
-    /// Where the path starts in the URL written to the buffer; `None` for CONNECT, whose URL
-    /// is its `host:port` target and whose path is empty.
-    path_start: Option<usize>,
+    /// The origin-form of an http URL; `None` for CONNECT, whose URL is its `host:port`
+    /// target and whose path is empty.
+    origin_form: Option<&'a [u8]>,
 }
 
-impl Target {
-    /// Mirrors `dispatch`'s reading of the target; `None` exactly where it answers an error.
-    /// Writes the absolute URL into `url`, normalised like the cache key (lowercase scheme
-    /// and host, no default port: Squid's url_regex also sees its canonical URL).
-    fn of(req: &RequestHead, mode: Mode, url: &mut Vec<u8>) -> Option<Target> {
-        if req.method == Method::Connect {
-            let port = split_authority(&req.target)
-                .filter(|_| mode == Mode::Forward)?
-                .port?;
-            return Some(Target {
-                authority: req.target.clone(),
-                port,
-                path_start: None,
-            });
-        }
-        let (authority, origin_form) = match parse_absolute(&req.target) {
-            Ok(t) => (t.authority, t.origin_form),
-            // Reverse and interception listeners receive origin-form requests with a Host.
-            Err(TargetError::NotAbsolute) if mode != Mode::Forward => {
-                (req.host()?.clone(), req.target.clone())
-            }
-            Err(_) => return None,
-        };
-        let port = split_authority(&authority)?.port.unwrap_or(80);
-        sepia_cache_policy::primary_key(b"http", &authority, &origin_form, url);
-        let path_start = Some(sepia_cache_policy::key_origin(url).len());
-        Some(Target {
+impl<'a> RuleTarget<'a> {
+    /// An http request for `origin_form` at `authority` (port 80 unless given).
+    pub(crate) fn url(authority: &'a [u8], origin_form: &'a [u8]) -> Option<RuleTarget<'a>> {
+        let auth = split_authority(authority)?;
+        Some(RuleTarget {
             authority,
-            port,
-            path_start,
+            host: auth.host,
+            port: auth.port.unwrap_or(80),
+            origin_form: Some(origin_form),
+        })
+    }
+
+    /// A CONNECT to `authority`, which must name its port.
+    pub(crate) fn connect(authority: &'a [u8]) -> Option<RuleTarget<'a>> {
+        let auth = split_authority(authority)?;
+        Some(RuleTarget {
+            authority,
+            host: auth.host,
+            port: auth.port?,
+            origin_form: None,
         })
     }
 }

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::access::{self, RuleTarget};
 use crate::cache;
 use crate::errors::{error_response, ERROR_CONTENT_TYPE};
 use crate::exchange::{Origins, Outcome, Upstream};
@@ -245,14 +246,11 @@ async fn dispatch(
     allowed: bool,
 ) -> Outcome {
     let no_body_pending = req.keep_alive && req.body_framing() == sepia_http1::BodyFraming::Empty;
-    if let Some(rules) = &shared.config.http_access {
-        // [[http_access]] rules replace forward.allow and govern every listener.
-        if let Some(denied) =
-            crate::access::enforce(shared, cs, req, mode, rules, no_body_pending).await
-        {
-            return denied;
-        }
-    } else if !allowed {
+    // [[http_access]] rules replace forward.allow and govern every listener; they are applied
+    // below, once the target is read, to every request whose target can be determined (the
+    // others are answered with an error before any origin or cache work either way).
+    let rules = shared.config.http_access.as_ref();
+    if rules.is_none() && !allowed {
         return local_error(
             403,
             "access denied: this proxy does not serve your address",
@@ -260,12 +258,17 @@ async fn dispatch(
         );
     }
     if req.method == Method::Connect {
-        return match mode {
-            Mode::Forward => Box::pin(tunnel::connect(shared, cs, req)).await,
-            Mode::Reverse | Mode::Intercept | Mode::Tproxy => {
-                local_error(405, "CONNECT is not allowed here", false)
+        if mode != Mode::Forward {
+            return local_error(405, "CONNECT is not allowed here", false);
+        }
+        if let Some(rules) = rules {
+            let target = RuleTarget::connect(&req.target);
+            let denied = access::enforce(shared, cs, req, target, rules, no_body_pending);
+            if let Some(denied) = denied.await {
+                return denied;
             }
-        };
+        }
+        return Box::pin(tunnel::connect(shared, cs, req)).await;
     }
     let absolute = match parse_absolute(&req.target) {
         Ok(t) => Some(t),
@@ -277,6 +280,20 @@ async fn dispatch(
             return local_error(400, "invalid host in the request URL", false)
         }
     };
+    if let Some(rules) = rules {
+        // Reverse and interception listeners receive origin-form requests with a Host.
+        let target = match &absolute {
+            Some(t) => RuleTarget::url(&t.authority, &t.origin_form),
+            None if mode != Mode::Forward => req
+                .host()
+                .and_then(|host| RuleTarget::url(host, &req.target)),
+            None => None,
+        };
+        let denied = access::enforce(shared, cs, req, target, rules, no_body_pending);
+        if let Some(denied) = denied.await {
+            return denied;
+        }
+    }
     match mode {
         Mode::Forward => {
             let Some(target) = absolute else {
