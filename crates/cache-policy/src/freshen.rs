@@ -129,51 +129,69 @@ impl<'a, F: Fields> StoredFieldFilter<'a, F> {
                 .any(|n| n.eq_ignore_ascii_case(name)))
     }
 
-    /// The stored fields as an owned list. Every kept name and value is copied into one
-    /// block, which the list's lines slice: a stored response costs one allocation for its
-    /// fields, not two per line, and holds nothing of the buffer it was received in.
-    pub fn stored_fields(&self) -> FieldList {
-        // Each line is judged once; the verdicts of the first 128 lines (the codec's cap on
-        // header lines) are remembered for the two passes that follow.
-        let mut kept_mask = 0u128;
-        let (mut lines, mut bytes) = (0, 0);
-        for (i, (name, value)) in self.response.lines().enumerate() {
+    /// The stored lines. Each line is judged once, here; the verdicts of the first 128
+    /// lines (the codec's cap on header lines) are remembered, so a caller can walk the kept
+    /// lines twice (to size, then to write, one allocation) without judging them again.
+    pub fn kept(&self) -> KeptLines<'_, 'a, F> {
+        let mut mask = 0u128;
+        for (i, (name, _)) in self.response.lines().enumerate().take(128) {
             if self.keep(name) {
-                if i < 128 {
-                    kept_mask |= 1 << i;
-                }
-                lines += 1;
-                bytes += name.len() + value.len();
+                mask |= 1 << i;
             }
         }
-        let kept = || {
-            self.response
-                .lines()
-                .enumerate()
-                .filter(move |(i, (n, _))| {
-                    if *i < 128 {
-                        kept_mask & (1 << i) != 0
-                    } else {
-                        self.keep(n)
-                    }
-                })
-                .map(|(_, line)| line)
-        };
+        KeptLines { filter: self, mask }
+    }
+
+    /// The stored fields as an owned list. Every kept name and value is copied into one
+    /// block, which the list's lines slice: one allocation for the fields, not two per line,
+    /// and nothing held of the buffer they were received in.
+    pub fn stored_fields(&self) -> FieldList {
+        let kept = self.kept();
+        let (mut lines, mut bytes) = (0, 0);
+        for (name, value) in kept.iter() {
+            lines += 1;
+            bytes += name.len() + value.len();
+        }
         let mut block = bytes::BytesMut::with_capacity(bytes);
-        for (name, value) in kept() {
+        for (name, value) in kept.iter() {
             block.extend_from_slice(name);
             block.extend_from_slice(value);
         }
         let block = block.freeze();
         let mut list = FieldList::with_capacity(lines);
         let mut at = 0;
-        for (name, value) in kept() {
+        for (name, value) in kept.iter() {
             let name_end = at + name.len();
             let value_end = name_end + value.len();
             list.push(block.slice(at..name_end), block.slice(name_end..value_end));
             at = value_end;
         }
         list
+    }
+}
+
+/// The lines a [`StoredFieldFilter`] keeps, judged once (see [`StoredFieldFilter::kept`]).
+pub struct KeptLines<'f, 'a, F: Fields> {
+    filter: &'f StoredFieldFilter<'a, F>,
+    /// Bit `i` set: line `i` (of the first 128) is kept.
+    mask: u128,
+}
+
+impl<'a, F: Fields> KeptLines<'_, 'a, F> {
+    /// The kept lines as `(name, value)`, in received order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        self.filter
+            .response
+            .lines()
+            .enumerate()
+            .filter(move |(i, (n, _))| {
+                if *i < 128 {
+                    self.mask & (1 << i) != 0
+                } else {
+                    self.filter.keep(n)
+                }
+            })
+            .map(|(_, line)| line)
     }
 }
 

@@ -57,7 +57,8 @@ pub use etag::{field_matches, Comparison, EntityTag};
 pub use evaluate::{evaluate, is_error_status, usable_on_error, Decision, RevalidateReason};
 pub use fields::{all_members, is_token, list_members, trim_ows, FieldList, Fields, ListMembers};
 pub use freshen::{
-    freshen_headers, is_hop_by_hop, is_never_updated, select_for_update, StoredFieldFilter,
+    freshen_headers, is_hop_by_hop, is_never_updated, select_for_update, KeptLines,
+    StoredFieldFilter,
 };
 pub use freshness::{explicit_lifetime, freshness_lifetime, heuristic_allowed, Freshness};
 pub use invalidation::{invalidations, is_safe_method, Invalidations};

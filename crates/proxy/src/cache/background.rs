@@ -6,14 +6,12 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use sepia_cache_policy::{
-    freshen_headers, is_storable, select_for_update, FieldList, Fields, StoredMeta,
-};
+use sepia_cache_policy::{is_storable, select_for_update, FieldList, Fields, StoredMeta};
 use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
-use sepia_store::{BodyLength, FillWriter, Object};
+use sepia_store::{FillWriter, Object};
 use tokio::time::Instant;
 
-use super::{republish, stored_head, unix_now, Entry, HeadFields, Meta};
+use super::{entry_for_response, freshened, republish, unix_now, HeadFields, Meta};
 use crate::exchange::{obtain, Origins};
 use crate::io::{read_more, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
@@ -95,17 +93,8 @@ async fn revalidate(
         if select_for_update(&[&entry.meta], &fields) != [0] {
             return Err("the 304 selects no stored response");
         }
-        let merged = freshen_headers(&entry.fields, &fields);
-        let meta = StoredMeta::from_response(
-            entry.meta.status,
-            &merged,
-            request_time,
-            unix_now(),
-            key,
-            &cache.policy,
-        );
-        let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
-        let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
+        let times = (request_time, unix_now());
+        let (head, fresh) = freshened(obj, &fields, times, key, &cache.policy, shared.via());
         republish(writer, obj, head, fresh)?;
         if resp.keep_alive && framing == BodyFraming::Empty && obuf.is_empty() {
             shared.pool.checkin(origin);
@@ -115,7 +104,7 @@ async fn revalidate(
     // A new response replaces the stale one when it may be stored under the same variant: the
     // request that started this carried no body, no no-store (or it would not have been served
     // stale), and the same Vary-selected fields, so the stored secondary key still applies.
-    let same_vary = fields.first(b"vary") == entry.fields.first(b"vary");
+    let same_vary = fields.first(b"vary") == entry.layout.fields(obj.head()).first(b"vary");
     let meta = StoredMeta::from_response(
         resp.status,
         &fields,
@@ -136,14 +125,7 @@ async fn revalidate(
         writer.release();
         return Ok(());
     }
-    let kept = sepia_cache_policy::StoredFieldFilter::new(&fields, true).stored_fields();
-    let head = stored_head(resp.status, &resp.reason, &kept, shared.via());
-    let length = match framing {
-        BodyFraming::Length(n) => BodyLength::Known(n),
-        BodyFraming::Empty => BodyLength::Known(0),
-        _ => BodyLength::Unknown,
-    };
-    let entry = Arc::new(Entry::new(meta, kept, Bytes::copy_from_slice(&resp.reason)));
+    let (head, entry, length) = entry_for_response(meta, &resp, framing, shared.via());
     let mut body = writer.publish_head(head, entry, obj.secondary().clone(), length);
     if let Some(mut incoming) = BodyIn::new(framing) {
         let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));

@@ -8,16 +8,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use sepia_cache_policy::{
-    evaluate, freshen_headers, invalidations, is_error_status, is_safe_method, is_storable,
-    primary_key, select_for_update, usable_on_error, validators, vary_key, CacheStatus, Decision,
-    Fields, Forward, RequestCacheControl, RevalidateReason, StoredFieldFilter, StoredMeta, VaryKey,
+    evaluate, invalidations, is_error_status, is_safe_method, is_storable, primary_key,
+    select_for_update, usable_on_error, validators, vary_key, CacheStatus, Decision, Fields,
+    Forward, RequestCacheControl, RevalidateReason, StoredMeta, VaryKey,
 };
 use sepia_http1::{BodyFraming, HeaderId, Method, RequestHead};
 use sepia_observe::ResultCode;
-use sepia_store::{BodyLength, FillReader, FillWriter, FinishOutcome, Lookup, Object};
+use sepia_store::{FillReader, FillWriter, FinishOutcome, Lookup, Object};
 
 use super::serve::{serve_fill, serve_object};
-use super::{background, republish, stored_head, unix_now, Cache, Entry, HeadFields, Meta};
+use super::{
+    background, entry_for_response, freshened, republish, unix_now, Cache, HeadFields, Meta,
+};
 use crate::client::{local_error, ClientSide};
 use crate::exchange::{
     fetch, forward, relay_response, settle_unrelayed, Fetched, Origins, Outcome, Upstream,
@@ -323,20 +325,11 @@ async fn revalidate(
     let status = cs.resp.status;
     let resp = HeadFields(&cs.resp.headers);
     if status == 304 && select_for_update(&[&entry.meta], &resp) == [0] {
-        let merged = freshen_headers(&entry.fields, &resp);
         let now = unix_now();
-        let meta = StoredMeta::from_response(
-            entry.meta.status,
-            &merged,
-            request_time,
-            now,
-            key,
-            &cache.policy,
-        );
-        let head = stored_head(entry.meta.status, &entry.reason, &merged, shared.via());
+        let times = (request_time, now);
+        let (head, fresh) = freshened(&obj, &resp, times, key, &cache.policy, shared.via());
         let origin_ip = fetched.origin.addr.ip();
         settle_unrelayed(shared, req, &cs.resp, fetched);
-        let fresh = Arc::new(Entry::new(meta, merged, entry.reason.clone()));
         // Should the refresh not commit, the old object serves.
         let served = match republish(writer, &obj, head, fresh) {
             Ok(FinishOutcome::Stored(new)) => new,
@@ -461,14 +454,7 @@ async fn store_and_relay(
         cs.status_buf = extra;
         return outcome;
     }
-    let kept = StoredFieldFilter::new(&fields, true).stored_fields();
-    let head = stored_head(resp.status, &resp.reason, &kept, shared.via());
-    let length = match framing {
-        BodyFraming::Length(n) => BodyLength::Known(n),
-        BodyFraming::Empty => BodyLength::Known(0),
-        BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
-    };
-    let entry = Arc::new(Entry::new(meta, kept, Bytes::copy_from_slice(&resp.reason)));
+    let (head, entry, length) = entry_for_response(meta, resp, framing, shared.via());
     let mut extra = std::mem::take(&mut cs.status_buf);
     header_line(
         &mut extra,

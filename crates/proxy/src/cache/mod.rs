@@ -6,38 +6,41 @@ mod background;
 mod fields;
 mod flow;
 mod serve;
+mod stored_head;
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use sepia_cache_policy::{FieldList, Fields, HeuristicRule, PolicyConfig, StoredMeta};
+use bytes::Bytes;
+use sepia_cache_policy::{
+    freshen_headers, Fields, HeuristicRule, PolicyConfig, StoredFieldFilter, StoredMeta,
+};
 use sepia_config::CacheConfig;
-use sepia_http1::{put_header, put_status_line, Version};
+use sepia_http1::{BodyFraming, ResponseHead};
 use sepia_store::{
     BodyLength, FileHome, FillWriter, FinishOutcome, MemoryStore, Object, StoreConfig,
 };
 
 pub use fields::HeadFields;
 pub use flow::handle;
+pub use stored_head::HeadLayout;
 
-/// What the store keeps beside a response's bytes: the policy's view of it and the stored
-/// header fields (needed to freshen them on a 304, RFC 9111 §4.3.4).
+/// What the store keeps beside a response's bytes: the policy's view of it and where the
+/// stored header fields sit in the stored head (needed to freshen them on a 304, RFC 9111
+/// §4.3.4).
 pub struct Entry {
     pub meta: StoredMeta,
-    pub fields: FieldList,
-    pub reason: Bytes,
-    /// Content-Type, kept apart for the access log of every hit.
+    pub layout: HeadLayout,
+    /// Content-Type, a slice of the stored head kept apart for the access log of every hit.
     pub content_type: Option<Bytes>,
 }
 
 impl Entry {
-    pub fn new(meta: StoredMeta, fields: FieldList, reason: Bytes) -> Entry {
-        let content_type = fields.first(b"content-type").map(Bytes::copy_from_slice);
+    /// The entry of `head`, built by `stored_head::build` together with `layout`.
+    pub fn new(meta: StoredMeta, head: &Bytes, layout: HeadLayout) -> Entry {
         Entry {
             meta,
-            fields,
-            reason,
-            content_type,
+            content_type: layout.content_type(head),
+            layout,
         }
     }
 }
@@ -155,25 +158,67 @@ fn body_file_cap() -> usize {
     })
 }
 
-/// The head a hit sends, minus its per-hit fields: status line and the stored fields, each
-/// line ending in CRLF but without the final empty line. Framing (Content-Length) and Age are
-/// written per hit; the stored Date is never touched (RFC 9111 §4.2.3, §5.1).
-pub fn stored_head(status: u16, reason: &[u8], fields: &FieldList, via: Option<&[u8]>) -> Bytes {
-    let mut out = BytesMut::with_capacity(512);
-    put_status_line(&mut out, Version::Http11, status, reason);
-    for (name, value) in fields.lines() {
-        if name.eq_ignore_ascii_case(b"age")
-            || name.eq_ignore_ascii_case(b"content-length")
-            || name.eq_ignore_ascii_case(b"transfer-encoding")
-        {
-            continue;
-        }
-        put_header(&mut out, name, value);
-    }
-    if let Some(via) = via {
-        put_header(&mut out, b"Via", via);
-    }
-    out.freeze()
+/// The head a hit sends (minus its per-hit fields) and the entry describing it, for a
+/// response about to be stored: `lines()` yields the fields to store (called twice, see
+/// `stored_head::build`).
+pub fn stored_entry<'f, L, I>(
+    meta: StoredMeta,
+    status: u16,
+    reason: &[u8],
+    lines: L,
+    via: Option<&[u8]>,
+) -> (Bytes, Meta)
+where
+    L: Fn() -> I,
+    I: Iterator<Item = (&'f [u8], &'f [u8])>,
+{
+    let (head, layout) = stored_head::build(status, reason, lines, via);
+    let entry = Arc::new(Entry::new(meta, &head, layout));
+    (head, entry)
+}
+
+/// The stored head and entry of an origin response about to be stored, keeping the fields a
+/// shared cache stores (RFC 9111 §3.1), and the body length the store should expect.
+pub fn entry_for_response(
+    meta: StoredMeta,
+    resp: &ResponseHead,
+    framing: BodyFraming,
+    via: Option<&[u8]>,
+) -> (Bytes, Meta, BodyLength) {
+    let fields = HeadFields(&resp.headers);
+    let filter = StoredFieldFilter::new(&fields, true);
+    let kept = filter.kept();
+    let (head, entry) = stored_entry(meta, resp.status, &resp.reason, || kept.iter(), via);
+    let length = match framing {
+        BodyFraming::Length(n) => BodyLength::Known(n),
+        BodyFraming::Empty => BodyLength::Known(0),
+        BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
+    };
+    (head, entry, length)
+}
+
+/// The stored head and entry of `obj` freshened by a 304 whose fields are `update` (RFC 9111
+/// §4.3.4), its metadata rebuilt with the revalidation's request and response times.
+pub fn freshened<U: Fields>(
+    obj: &Object<Meta>,
+    update: &U,
+    (request_time, response_time): (u64, u64),
+    key: &[u8],
+    policy: &PolicyConfig,
+    via: Option<&[u8]>,
+) -> (Bytes, Meta) {
+    let entry = obj.meta();
+    let merged = freshen_headers(&entry.layout.fields(obj.head()), update);
+    let meta = StoredMeta::from_response(
+        entry.meta.status,
+        &merged,
+        request_time,
+        response_time,
+        key,
+        policy,
+    );
+    let reason = entry.layout.reason(obj.head());
+    stored_entry(meta, entry.meta.status, reason, || merged.lines(), via)
 }
 
 /// Seconds since the Unix epoch: the policy's clock.

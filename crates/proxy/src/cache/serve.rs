@@ -64,7 +64,7 @@ pub async fn serve_object(
         ConditionalOutcome::NotModified => {
             outcome.status = 304;
             put_status_line(&mut cs.head_buf, Version::Http11, 304, b"Not Modified");
-            for (name, value) in entry.fields.lines() {
+            for (name, value) in entry.layout.fields(obj.head()).lines() {
                 if NOT_MODIFIED_FIELDS
                     .iter()
                     .any(|f| name.eq_ignore_ascii_case(f.as_bytes()))
@@ -309,7 +309,8 @@ fn per_hit(
 /// The stored head with another status line (206, 416): off the hot path, rebuilt from the
 /// stored fields.
 fn status_head(obj: &Object<Meta>, status: u16, reason: &[u8], shared: &Shared) -> Bytes {
-    super::stored_head(status, reason, &obj.meta().fields, shared.via())
+    let stored = obj.meta().layout.fields(obj.head());
+    super::stored_head::build(status, reason, || stored.lines(), shared.via()).0
 }
 
 /// The body slices covering bytes `start..=end` of the chunks.
