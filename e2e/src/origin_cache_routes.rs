@@ -9,6 +9,7 @@
 //! | `/slow-cacheable/N/MS` | 200, max-age=60, `Content-Length: N`, head at once, then N pattern bytes spread over MS ms |
 //! | `/die-cacheable/MS` | 200, max-age=60, announces Content-Length 100000, sends 1000 bytes, waits MS ms, closes |
 //! | `/vary-lang/...` | 200, max-age=60, `Vary: Accept-Language`, body `lang=VALUE` (the request's Accept-Language) |
+//! | `/aged/...` | 200, max-age=600, `Age: 30`, `ETag: "aged"` (a response that spent 30 s in an upstream cache) |
 //! | `/revalidate/...` | with `If-None-Match: "v1"`: 304, `ETag: "v1"`, `X-Version: 2`, max-age=60; otherwise 200, max-age=1, `ETag: "v1"`, `X-Version: 1` |
 
 use std::io::{self, Write};
@@ -60,6 +61,10 @@ pub(crate) fn respond(
             let text = format!("lang={lang}");
             let fields = "Cache-Control: max-age=60\r\nVary: Accept-Language\r\n";
             fixed(out, 200, &common, fields, text.as_bytes(), head_only)
+        }
+        "aged" => {
+            let fields = "Cache-Control: max-age=600\r\nAge: 30\r\nETag: \"aged\"\r\n";
+            fixed(out, 200, &common, fields, b"aged body", head_only)
         }
         "revalidate" => {
             let matches = req

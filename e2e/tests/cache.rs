@@ -428,6 +428,33 @@ fn client_conditional_is_answered_from_the_cache() {
 }
 
 #[test]
+fn a_304_from_the_cache_carries_one_age() {
+    // RFC 9111 §5.1: Age is the cache's estimate, sent once. The origin's Age (30) is folded
+    // into that estimate; the stored copy of it must not go out beside it.
+    let (origin, sepia) = reverse();
+    let path = "/aged/one-age";
+    let full = get(&sepia, path);
+    assert_eq!(full.headers_named("age").len(), 1, "{}", full.raw_head);
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(request("GET", path, &[("If-None-Match", "\"aged\"")]).as_bytes());
+    let not_modified = client.read_response();
+    assert_eq!(not_modified.status, 304, "{}", not_modified.raw_head);
+    let ages = not_modified.headers_named("age");
+    assert_eq!(ages.len(), 1, "{}", not_modified.raw_head);
+    let age: u64 = ages[0].parse().expect("Age is a number");
+    assert!(
+        age >= 30,
+        "the origin's Age counts: {}",
+        not_modified.raw_head
+    );
+    assert_origin_requests(
+        &origin,
+        1,
+        "GET, then a conditional GET answered by the cache",
+    );
+}
+
+#[test]
 fn disabled_cache_forwards_every_request() {
     let (origin, sepia) = reverse_with("[cache]\nenabled = false\n");
     let path = "/cc/max-age=60/uncached";

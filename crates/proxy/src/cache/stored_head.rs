@@ -94,7 +94,12 @@ where
     L: Fn() -> I,
     I: Iterator<Item = (&'f [u8], &'f [u8])>,
 {
-    let status_line = Version::Http11.as_bytes().len() + 5 + reason.len() + CRLF.len();
+    // "HTTP/1.1 " status " " reason CRLF, the status in as many digits as put_status_line
+    // writes (three for any valid code, RFC 9110 §15).
+    let status_digits =
+        std::iter::successors(Some(status), |n| (*n >= 10).then_some(n / 10)).count();
+    let status_line =
+        Version::Http11.as_bytes().len() + 2 + status_digits + reason.len() + CRLF.len();
     let (mut count, mut size) = (0, status_line);
     for (name, value) in lines().filter(|(n, _)| !written_per_hit(n)) {
         count += 1;
@@ -184,6 +189,16 @@ mod tests {
             layout.content_type(&head).as_deref(),
             Some(&b"text/plain"[..])
         );
+    }
+
+    #[test]
+    fn a_status_of_any_width_is_sized_exactly() {
+        // build's debug assertion checks the sizing pass against what was written.
+        for status in [0, 7, 42, 200, 999, 1000, 65535] {
+            let (head, layout) = build(status, b"R", std::iter::empty, None);
+            assert!(head.starts_with(format!("HTTP/1.1 {status} R\r\n").as_bytes()));
+            assert_eq!(layout.reason(&head), b"R");
+        }
     }
 
     #[test]
