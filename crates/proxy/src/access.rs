@@ -13,10 +13,9 @@ use std::time::SystemTime;
 
 use sepia_access::{AccessRules, Dst, HeaderLookup, Request, Verdict};
 use sepia_auth::Verdict as AuthVerdict;
+use sepia_cache_policy::Fields as _;
 use sepia_http1::{HeaderId, RequestHead};
 use sepia_observe::ResultCode;
-
-use sepia_cache_policy::Fields as _;
 
 use crate::cache::HeadFields;
 use crate::client::ClientSide;

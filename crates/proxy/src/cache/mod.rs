@@ -158,25 +158,6 @@ fn body_file_cap() -> usize {
     })
 }
 
-/// The head a hit sends (minus its per-hit fields) and the entry describing it, for a
-/// response about to be stored: `lines()` yields the fields to store (called twice, see
-/// `stored_head::build`).
-pub fn stored_entry<'f, L, I>(
-    meta: StoredMeta,
-    status: u16,
-    reason: &[u8],
-    lines: L,
-    via: Option<&[u8]>,
-) -> (Bytes, Meta)
-where
-    L: Fn() -> I,
-    I: Iterator<Item = (&'f [u8], &'f [u8])>,
-{
-    let (head, layout) = stored_head::build(status, reason, lines, via);
-    let entry = Arc::new(Entry::new(meta, &head, layout));
-    (head, entry)
-}
-
 /// The stored head and entry of an origin response about to be stored, keeping the fields a
 /// shared cache stores (RFC 9111 §3.1), and the body length the store should expect.
 pub fn entry_for_response(
@@ -188,7 +169,8 @@ pub fn entry_for_response(
     let fields = HeadFields(&resp.headers);
     let filter = StoredFieldFilter::new(&fields, true);
     let kept = filter.kept();
-    let (head, entry) = stored_entry(meta, resp.status, &resp.reason, || kept.iter(), via);
+    let (head, layout) = stored_head::build(resp.status, &resp.reason, || kept.iter(), via);
+    let entry = Arc::new(Entry::new(meta, &head, layout));
     let length = match framing {
         BodyFraming::Length(n) => BodyLength::Known(n),
         BodyFraming::Empty => BodyLength::Known(0),
@@ -218,7 +200,9 @@ pub fn freshened<U: Fields>(
         policy,
     );
     let reason = entry.layout.reason(obj.head());
-    stored_entry(meta, entry.meta.status, reason, || merged.lines(), via)
+    let (head, layout) = stored_head::build(entry.meta.status, reason, || merged.lines(), via);
+    let fresh = Arc::new(Entry::new(meta, &head, layout));
+    (head, fresh)
 }
 
 /// Seconds since the Unix epoch: the policy's clock.

@@ -21,6 +21,16 @@ struct LineSpan {
     end: u32,
 }
 
+impl LineSpan {
+    fn name(self) -> std::ops::Range<usize> {
+        self.name as usize..self.value as usize - 2
+    }
+
+    fn value(self) -> std::ops::Range<usize> {
+        self.value as usize..self.end as usize
+    }
+}
+
 /// Where the reason phrase and the stored field lines sit in a stored head.
 #[derive(Debug)]
 pub struct HeadLayout {
@@ -47,10 +57,8 @@ impl HeadLayout {
     pub fn content_type(&self, head: &Bytes) -> Option<Bytes> {
         self.lines
             .iter()
-            .find(|l| {
-                head[l.name as usize..l.value as usize - 2].eq_ignore_ascii_case(b"content-type")
-            })
-            .map(|l| head.slice(l.value as usize..l.end as usize))
+            .find(|l| head[l.name()].eq_ignore_ascii_case(b"content-type"))
+            .map(|l| head.slice(l.value()))
     }
 }
 
@@ -62,12 +70,9 @@ pub struct StoredFields<'h> {
 
 impl Fields for StoredFields<'_> {
     fn lines<'a>(&'a self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        self.lines.iter().map(|l| {
-            (
-                &self.head[l.name as usize..l.value as usize - 2],
-                &self.head[l.value as usize..l.end as usize],
-            )
-        })
+        self.lines
+            .iter()
+            .map(|l| (&self.head[l.name()], &self.head[l.value()]))
     }
 }
 
