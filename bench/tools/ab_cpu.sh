@@ -22,6 +22,9 @@ done
 [[ $# -ge 2 ]] || { sed -n 2,8p "$0" >&2; exit 2; }
 [[ $CASE == miss || $CASE == hit ]] || { echo "--case is miss or hit" >&2; exit 2; }
 RUN=$(mktemp -d /tmp/sepia-ab.XXXXXX)
+# mktemp makes the directory private; nginx's worker (user nobody) must read the files, or
+# every request is answered 403 and neither case measures what it says.
+chmod 755 "$RUN"
 ORIGIN_PORT=29300 PORT=29301
 mkdir -p "$RUN/www" "$RUN/origin/tmp"
 head -c 1024 /dev/zero | tr '\0' x > "$RUN/www/1k"
@@ -45,8 +48,11 @@ else
     WRK=(http://127.0.0.1:$PORT/ -s "$BENCH_DIR/tools/miss.lua" --)
 fi
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Voluntary context switches of a process (its sleeps: each one is a wake-up someone paid for).
+sleeps() { awk '/^voluntary_ctxt_switches/{print $2}' "/proc/$1/status"; }
 
-# one_run BIN: prints CPU-µs per request of one run of BIN.
+# one_run BIN: prints CPU-µs per request of one run of BIN, then the sleeps per request of wrk,
+# of the origin's worker and of Sepia.
 one_run() {
     SEPIA_LOG=warn taskset -c 1 "$1" --config "$RUN/sepia.toml" > "$RUN/sepia.log" 2>&1 &
     SEPIA_PID=$!
@@ -54,25 +60,34 @@ one_run() {
         curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" && break
         sleep 0.1
     done
+    # The object must be a stored 200: the second request of the same URL is a hit.
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/u/check-$RANDOM$RANDOM" -D "$RUN/check.head" ||
+        { echo "origin or Sepia does not answer 200" >&2; exit 1; }
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" -D "$RUN/check.head"
+    grep -qi '^cache-status:.*hit' "$RUN/check.head" ||
+        { echo "a repeated request is not a hit:" >&2; cat "$RUN/check.head" >&2; exit 1; }
     taskset -c 0 wrk -t1 -c100 -d2s "${WRK[@]}" "warm-$RANDOM$RANDOM" > /dev/null
-    local t0 t1 n
-    t0=$(cpu_ticks "$SEPIA_PID")
-    n=$(taskset -c 0 wrk -t1 -c100 -d"${DURATION}s" "${WRK[@]}" "run-$RANDOM$RANDOM" |
+    local t0 t1 n o0 o1 s0 s1 worker w
+    worker=$(pgrep -P "$ORIGIN_PID" | head -1)
+    t0=$(cpu_ticks "$SEPIA_PID") o0=$(sleeps "$worker") s0=$(sleeps "$SEPIA_PID")
+    n=$(taskset -c 0 /usr/bin/time -f 'wrk-sleeps %w' -o "$RUN/wrk.time" \
+        wrk -t1 -c100 -d"${DURATION}s" "${WRK[@]}" "run-$RANDOM$RANDOM" |
         awk '/requests in/{print $1}')
-    t1=$(cpu_ticks "$SEPIA_PID")
+    t1=$(cpu_ticks "$SEPIA_PID") o1=$(sleeps "$worker") s1=$(sleeps "$SEPIA_PID")
+    w=$(awk '/wrk-sleeps/{print $2}' "$RUN/wrk.time")
     kill -9 "$SEPIA_PID"
     wait "$SEPIA_PID" 2> /dev/null || true
     SEPIA_PID=
     # A tick is 1/100 s (CLK_TCK): 10,000 µs.
-    python3 -c "print(f'{($t1 - $t0) * 10000 / $n:.1f}')"
+    python3 -c "print(f'{($t1 - $t0) * 10000 / $n:.1f} {$w / $n:.2f} {($o1 - $o0) / $n:.2f} {($s1 - $s0) / $n:.2f}')"
 }
 
 declare -A RESULTS
 for rep in $(seq "$REPS"); do
     for bin in "$@"; do
-        us=$(one_run "$bin")
+        read -r us wrk_sleeps origin_sleeps sepia_sleeps < <(one_run "$bin")
         RESULTS[$bin]+="$us "
-        echo "rep $rep  $bin  $us CPU-µs/req"
+        echo "rep $rep  $bin  $us CPU-µs/req  sleeps/req: wrk $wrk_sleeps origin $origin_sleeps sepia $sepia_sleeps"
     done
 done
 first=$1

@@ -39,6 +39,7 @@ fn main() {
     config.access_log.target = LogTarget::Off;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
+        .on_thread_park(sepia_proxy::worker_parks)
         .enable_all()
         .build()
         .unwrap();

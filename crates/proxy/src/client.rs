@@ -127,7 +127,10 @@ pub async fn serve(
                 local_error(408, "the request head did not arrive in time", false)
             }
             HeadRead::Invalid(e) => local_error(e.status(), e.reason(), false),
-            HeadRead::Request => dispatch(&shared, &mut cs, &req, mode, allowed).await,
+            HeadRead::Request => {
+                crate::burst::request_began();
+                dispatch(&shared, &mut cs, &req, mode, allowed).await
+            }
         };
         let mut outcome = outcome;
         if let Some((status, detail)) = outcome.local {

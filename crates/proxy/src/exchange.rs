@@ -431,14 +431,7 @@ pub async fn relay_response(
         local: None,
         body_complete: false,
     };
-    // Let the other sessions of this pass over the ready connections run first (tokio resumes
-    // a yielded task after its next look at the event queue): the responses read in one pass
-    // then leave back to back, and a client woken by the first finds the others already
-    // there. Written one by one as each origin answer was read, every response woke its
-    // reader on its own, and the sender pays for those wake-ups in the kernel: at c=100 the
-    // load generator slept a third as often, and a miss cost 13 % less CPU (median of 17
-    // interleaved pairs, bench/RESULTS.md). A lone client pays one more `epoll_wait`.
-    tokio::task::yield_now().await;
+    crate::burst::let_the_pass_finish().await;
     let mut origin = origin;
     let done = match BodyIn::new(framing) {
         None => write_parts_within(&mut cs.stream, &[&cs.head_buf], t.client_idle)

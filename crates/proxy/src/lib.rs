@@ -4,6 +4,7 @@
 //! → deliver (`relay`) → log.
 
 mod access;
+mod burst;
 mod cache;
 mod client;
 mod dns;
@@ -19,4 +20,5 @@ mod shared;
 mod target;
 mod tunnel;
 
+pub use burst::worker_parks;
 pub use server::Server;

@@ -127,6 +127,8 @@ fn run(config: Config) -> std::io::Result<()> {
         // and a starved rest: p50 6 ms but p99 165 ms. Visiting it every second poll gave
         // p99 28-47 ms at the same CPU per request (bench/RESULTS.md, 2026-11-23).
         .global_queue_interval(2)
+        // Busy periods for the response bursts (sepia_proxy's `burst` module).
+        .on_thread_park(sepia_proxy::worker_parks)
         .enable_all()
         .build()?;
     runtime.block_on(async move {

@@ -58,6 +58,7 @@ pub async fn serve_object(
     };
     let len = obj.body_len();
     let head_only = req.method == sepia_http1::Method::Head;
+    crate::burst::let_the_pass_finish().await;
     cs.head_buf.clear();
     let written = match evaluate_conditionals(&req.method_raw, &fields, &entry.meta) {
         // RFC 9110 §15.4.5: a 304 carries the fields a 200 would have that describe it.
