@@ -104,7 +104,8 @@ fi
 install_tools() {
     local -A pkg_of=([nginx]=nginx-light [haproxy]=haproxy [varnishd]=varnish [squid]=squid
         [traffic_server]=trafficserver [wrk]=wrk [ab]=apache2-utils [valgrind]=valgrind
-        [strace]=strace [curl]=curl [taskset]=util-linux [ss]=iproute2)
+        [strace]=strace [curl]=curl [taskset]=util-linux [ss]=iproute2
+        [/usr/bin/time]=time)
     local missing=() bin svc
     for bin in "${!pkg_of[@]}"; do
         command -v "$bin" > /dev/null || missing+=("${pkg_of[$bin]}")

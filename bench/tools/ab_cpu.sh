@@ -21,6 +21,9 @@ while [[ $# -gt 0 && $1 == --* ]]; do
 done
 [[ $# -ge 2 ]] || { sed -n 2,8p "$0" >&2; exit 2; }
 [[ $CASE == miss || $CASE == hit ]] || { echo "--case is miss or hit" >&2; exit 2; }
+for tool in nginx wrk curl taskset python3 /usr/bin/time; do
+    command -v "$tool" > /dev/null || { echo "ab_cpu.sh needs $tool (bench/run.sh installs the tools it and this script use)" >&2; exit 2; }
+done
 RUN=$(mktemp -d /tmp/sepia-ab.XXXXXX)
 # mktemp makes the directory private; nginx's worker (user nobody) must read the files, or
 # every request is answered 403 and neither case measures what it says.
@@ -35,6 +38,7 @@ taskset -c 0 nginx -p "$RUN/origin/" -c "$RUN/origin/nginx.conf" -g 'daemon off;
 ORIGIN_PID=$!
 SEPIA_PID=
 cleanup() {
+    set +e
     [[ -n $SEPIA_PID ]] && kill -9 "$SEPIA_PID" 2> /dev/null
     kill "$ORIGIN_PID" 2> /dev/null
     wait 2> /dev/null
@@ -48,11 +52,13 @@ else
     WRK=(http://127.0.0.1:$PORT/ -s "$BENCH_DIR/tools/miss.lua" --)
 fi
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# Voluntary context switches of a process (its sleeps: each one is a wake-up someone paid for).
-sleeps() { awk '/^voluntary_ctxt_switches/{print $2}' "/proc/$1/status"; }
+# Voluntary context switches of a process, all its threads (its sleeps: each one is a wake-up
+# someone paid for).
+sleeps() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/{n += $2} END{print n}'; }
 
-# one_run BIN: prints CPU-µs per request of one run of BIN, then the sleeps per request of wrk,
-# of the origin's worker and of Sepia.
+# one_run BIN: writes to $RUN/result the CPU-µs per request of one run of BIN, then the sleeps
+# per request of wrk, of the origin's worker and of Sepia. Runs in the script's own shell, so
+# that a failed check (set -e) leaves SEPIA_PID for cleanup to kill.
 one_run() {
     SEPIA_LOG=warn taskset -c 1 "$1" --config "$RUN/sepia.toml" > "$RUN/sepia.log" 2>&1 &
     SEPIA_PID=$!
@@ -63,12 +69,14 @@ one_run() {
     # The object must be a stored 200: the second request of the same URL is a hit.
     curl -sf -o /dev/null "http://127.0.0.1:$PORT/u/check-$RANDOM$RANDOM" -D "$RUN/check.head" ||
         { echo "origin or Sepia does not answer 200" >&2; exit 1; }
-    curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" -D "$RUN/check.head"
+    curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" -D "$RUN/check.head" ||
+        { echo "Sepia does not answer /1k" >&2; exit 1; }
     grep -qi '^cache-status:.*hit' "$RUN/check.head" ||
         { echo "a repeated request is not a hit:" >&2; cat "$RUN/check.head" >&2; exit 1; }
     taskset -c 0 wrk -t1 -c100 -d2s "${WRK[@]}" "warm-$RANDOM$RANDOM" > /dev/null
     local t0 t1 n o0 o1 s0 s1 worker w
-    worker=$(pgrep -P "$ORIGIN_PID" | head -1)
+    worker=$(pgrep -P "$ORIGIN_PID" | head -1) ||
+        { echo "the origin nginx has no worker process" >&2; exit 1; }
     t0=$(cpu_ticks "$SEPIA_PID") o0=$(sleeps "$worker") s0=$(sleeps "$SEPIA_PID")
     n=$(taskset -c 0 /usr/bin/time -f 'wrk-sleeps %w' -o "$RUN/wrk.time" \
         wrk -t1 -c100 -d"${DURATION}s" "${WRK[@]}" "run-$RANDOM$RANDOM" |
@@ -79,20 +87,22 @@ one_run() {
     wait "$SEPIA_PID" 2> /dev/null || true
     SEPIA_PID=
     # A tick is 1/100 s (CLK_TCK): 10,000 µs.
-    python3 -c "print(f'{($t1 - $t0) * 10000 / $n:.1f} {$w / $n:.2f} {($o1 - $o0) / $n:.2f} {($s1 - $s0) / $n:.2f}')"
+    python3 -c "print(f'{($t1 - $t0) * 10000 / $n:.1f} {$w / $n:.2f} {($o1 - $o0) / $n:.2f} {($s1 - $s0) / $n:.2f}')" \
+        > "$RUN/result"
 }
 
-declare -A RESULTS
+BINS=("$@")
+RESULTS=() # per binary, by its position: its CPU-µs per request, one per rep
 for rep in $(seq "$REPS"); do
-    for bin in "$@"; do
-        read -r us wrk_sleeps origin_sleeps sepia_sleeps < <(one_run "$bin")
-        RESULTS[$bin]+="$us "
-        echo "rep $rep  $bin  $us CPU-µs/req  sleeps/req: wrk $wrk_sleeps origin $origin_sleeps sepia $sepia_sleeps"
+    for i in "${!BINS[@]}"; do
+        one_run "${BINS[i]}"
+        read -r us wrk_sleeps origin_sleeps sepia_sleeps < "$RUN/result"
+        RESULTS[i]+="$us "
+        echo "rep $rep  ${BINS[i]}  $us CPU-µs/req  sleeps/req: wrk $wrk_sleeps origin $origin_sleeps sepia $sepia_sleeps"
     done
 done
-first=$1
-for bin in "$@"; do
-    python3 - "$bin" "${RESULTS[$first]}" "${RESULTS[$bin]}" << 'EOF'
+for i in "${!BINS[@]}"; do
+    python3 - "${BINS[i]}" "${RESULTS[0]}" "${RESULTS[i]}" << 'EOF'
 import statistics, sys
 name, base, this = sys.argv[1], [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
 ratios = sorted(t / b for t, b in zip(this, base))

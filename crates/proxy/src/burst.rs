@@ -5,15 +5,21 @@
 //! many requests, letting the other sessions of the pass run first sends the responses back
 //! to back, and a client woken by the first finds the others already there. haproxy gets the
 //! same effect by running its tasks after all the receives of a pass. Measured at c=100
-//! (bench/RESULTS.md): wrk slept 0.02–0.07 times per keep-alive hit instead of 0.05–0.48, as
-//! with haproxy, and relayed responses cost 13 % less CPU.
+//! (bench/RESULTS.md, 2026-11-23): wrk slept 0.01–0.09 times per keep-alive hit instead of
+//! 0.05–0.48 (haproxy's wrk: 0.02–0.035); the CPU per request moved within the noise.
 //!
 //! The wait costs a look at the event queue (`epoll_wait`) when nothing else is ready, which a
 //! lone client would pay on every request for nothing. So a session waits only when its worker
-//! is busy: it began another request since it last ran out of work, or it began at least two
-//! in the busy period before. The counts are per worker thread, like tokio's own cooperative
-//! budget: a scheduling hint read and written only by the thread that runs the sessions, never
-//! shared across cores and never part of what a request computes.
+//! is busy: it began another request since the worker last ran out of work, or the worker began
+//! at least two in the busy period before. The counts live in a thread-local, like tokio's
+//! cooperative budget (which is kept per task, in a thread-local of the thread running it): a
+//! scheduling hint read and written only by the worker thread that runs the sessions, never
+//! shared across cores and never part of what a request computes. With several workers a
+//! "busy period" is approximate (a worker may park with a zero timeout to look at the event
+//! queue while it still has work), which costs at worst one needless or one missed wait.
+//!
+//! The hint needs the runtime to call [`worker_parks`] from `on_thread_park`; without it the
+//! counts never reset and every response waits once its worker has begun two requests.
 
 use std::cell::Cell;
 

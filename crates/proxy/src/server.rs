@@ -25,6 +25,12 @@ use crate::shared::Shared;
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 4096;
 
+/// The proxy: its listeners and what their sessions share.
+///
+/// The runtime that runs it must call [`crate::worker_parks`] from
+/// `tokio::runtime::Builder::on_thread_park`, as the `sepia` binary does: it tells a busy
+/// worker from an idle one (see `burst.rs`). Without it every response waits for one pass of
+/// the scheduler once its worker has begun two requests.
 pub struct Server {
     shared: Arc<Shared>,
     listeners: Vec<Bound>,

@@ -37,6 +37,8 @@ pub async fn serve_object(
     result: ResultCode,
     cache_status: CacheStatus<'_>,
 ) -> Outcome {
+    // First, so that what follows (a shutdown, for one) is read after the wait.
+    crate::burst::let_the_pass_finish().await;
     // Written into a buffer the connection keeps, so a hit allocates nothing for it.
     let mut status_buf = std::mem::take(&mut cs.status_buf);
     status_buf.clear();
@@ -58,7 +60,6 @@ pub async fn serve_object(
     };
     let len = obj.body_len();
     let head_only = req.method == sepia_http1::Method::Head;
-    crate::burst::let_the_pass_finish().await;
     cs.head_buf.clear();
     let written = match evaluate_conditionals(&req.method_raw, &fields, &entry.meta) {
         // RFC 9110 §15.4.5: a 304 carries the fields a 200 would have that describe it.
