@@ -9,10 +9,13 @@ use bytes::Bytes;
 use crate::body_file::BodyFile;
 
 /// Fixed per-object bookkeeping estimate charged against the byte budget on top of the
-/// payload: the `Arc<Object>` allocation, the slot in the eviction queues, the index entry
-/// and the keys' `Bytes` handles. It is an estimate, chosen so that a flood of tiny objects
-/// cannot hold far more real memory than the budget says.
-pub const OBJECT_OVERHEAD_BYTES: u64 = 256;
+/// payload: the `Arc<Object>` allocation, the caller's metadata (the proxy's stored entry
+/// and its field spans), the body's chunk list, the slot in the eviction queues, the index
+/// entry, the keys' handles, and the allocator's rounding. Measured, not derived: a 64 MiB
+/// budget filled with 1 KiB responses beyond eviction grew the process by 105 MiB when this
+/// was 256, and by 69 MiB at 1,024 (bench/RESULTS.md, 2026-11-24). Charged per object so a
+/// flood of tiny objects cannot hold far more real memory than the budget says.
+pub const OBJECT_OVERHEAD_BYTES: u64 = 1024;
 
 /// Per-chunk estimate (one `Bytes` handle plus its share of the chunk list).
 pub const CHUNK_OVERHEAD_BYTES: u64 = 32;
