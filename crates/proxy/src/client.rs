@@ -96,8 +96,7 @@ pub async fn serve(
     divert: Divert,
     shutdown: watch::Receiver<bool>,
 ) -> Served {
-    // Responses are written whole; Nagle would only delay the last segment.
-    let _ = stream.set_nodelay(true);
+    // TCP_NODELAY is inherited from the listening socket (server.rs `bind`).
     let allowed = mode == Mode::Reverse || shared.config.forward.client_allowed(peer.ip());
     let mut cs = ClientSide {
         stream,

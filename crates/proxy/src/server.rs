@@ -117,6 +117,11 @@ fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
+    // Responses are written whole, so Nagle would only delay their last segment. Linux copies
+    // TCP_NODELAY from the listening socket into every connection it accepts (the child socket
+    // is cloned from the listener): set here once, it saves a setsockopt per connection,
+    // one of ~7 syscalls a connection-per-request client costs (bench/RESULTS.md, 2026-11-24).
+    socket.set_nodelay(true)?;
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     socket.set_nonblocking(true)?;
@@ -329,6 +334,25 @@ mod tests {
             let (_tx, rx) = watch::channel(false);
             measure(s, addr, shared, rx)
         })
+    }
+
+    #[test]
+    fn accepted_connections_inherit_nodelay() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            for addr in ["127.0.0.1:0", "[::1]:0"] {
+                let Ok(listener) = bind(addr.parse().unwrap(), false) else {
+                    continue; // no IPv6 loopback here
+                };
+                let to = listener.local_addr().unwrap();
+                let _client = TcpStream::connect(to).await.unwrap();
+                let (accepted, _) = listener.accept().await.unwrap();
+                assert!(accepted.nodelay().unwrap(), "{addr}: Nagle is on");
+            }
+        });
     }
 
     #[test]
