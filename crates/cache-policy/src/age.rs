@@ -2,6 +2,7 @@
 
 use crate::cache_control::{parse_delta_seconds, DELTA_SECONDS_CAP};
 use crate::fields::{trim_ows, Fields};
+use sepia_http1::HeaderId;
 
 /// The `Age` field of a received response.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,7 +25,7 @@ pub enum AgeHeader {
 impl AgeHeader {
     /// Reads the `Age` lines of a response.
     pub fn parse<F: Fields>(response: &F) -> Self {
-        let mut lines = response.values(b"age");
+        let mut lines = response.known(HeaderId::Age);
         let Some(first) = lines.next() else {
             return AgeHeader::Absent;
         };

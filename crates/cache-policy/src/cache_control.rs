@@ -17,6 +17,7 @@
 //! - Values above 2^31 are capped at 2147483648 (§1.2.2).
 
 use crate::fields::{list_members, quoted_inner, trim_ows, Fields};
+use sepia_http1::HeaderId;
 
 /// Largest delta-seconds value a cache must handle; larger values, and any
 /// overflow, are taken as this value (RFC 9111 §1.2.2).
@@ -84,7 +85,7 @@ fn split_directive(member: &[u8]) -> (&[u8], Argument<'_>) {
 /// Every directive of every `Cache-Control` line, in order.
 fn directives<'a, F: Fields>(fields: &'a F) -> impl Iterator<Item = (&'a [u8], Argument<'a>)> + 'a {
     fields
-        .values(b"cache-control")
+        .known(HeaderId::CacheControl)
         .flat_map(list_members)
         .map(split_directive)
 }
@@ -303,9 +304,9 @@ impl RequestCacheControl {
             cc.apply(name, argument);
         }
         // §5.4: Pragma is only looked at when Cache-Control is absent.
-        if !has_cache_control && !request.contains(b"cache-control") {
+        if !has_cache_control && !request.contains(HeaderId::CacheControl) {
             let pragma_no_cache = request
-                .values(b"pragma")
+                .known(HeaderId::Pragma)
                 .flat_map(list_members)
                 .any(|m| trim_ows(m).eq_ignore_ascii_case(b"no-cache"));
             if pragma_no_cache {

@@ -6,6 +6,7 @@ use crate::dates::first_date;
 use crate::etag::{field_matches, Comparison};
 use crate::fields::Fields;
 use crate::stored::StoredMeta;
+use sepia_http1::HeaderId;
 
 /// Validators to put on a request that revalidates a stored response
 /// (§4.3.1): the stored entity-tag as `If-None-Match`, and the stored
@@ -135,12 +136,12 @@ pub fn evaluate_conditionals<R: Fields>(
         return ConditionalOutcome::Proceed;
     }
     let etag = stored.etag.as_deref();
-    if request.contains(b"if-match") {
+    if request.contains(HeaderId::IfMatch) {
         if !field_matches(request, b"if-match", etag, Comparison::Strong) {
             return ConditionalOutcome::PreconditionFailed;
         }
     } else if let (Some(limit), Some(last_modified)) = (
-        first_date(request, b"if-unmodified-since"),
+        first_date(request, HeaderId::IfUnmodifiedSince),
         stored.last_modified,
     ) {
         if last_modified > limit {
@@ -148,7 +149,7 @@ pub fn evaluate_conditionals<R: Fields>(
         }
     }
     let get_or_head = method == b"GET" || method == b"HEAD";
-    if request.contains(b"if-none-match") {
+    if request.contains(HeaderId::IfNoneMatch) {
         if field_matches(request, b"if-none-match", etag, Comparison::Weak) {
             return if get_or_head {
                 ConditionalOutcome::NotModified
@@ -159,7 +160,7 @@ pub fn evaluate_conditionals<R: Fields>(
         return ConditionalOutcome::Proceed;
     }
     if get_or_head {
-        if let Some(since) = first_date(request, b"if-modified-since") {
+        if let Some(since) = first_date(request, HeaderId::IfModifiedSince) {
             if stored.modification_date() <= since {
                 return ConditionalOutcome::NotModified;
             }

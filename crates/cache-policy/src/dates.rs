@@ -7,6 +7,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::fields::{trim_ows, Fields};
+use sepia_http1::HeaderId;
 
 /// Whole seconds since the Unix epoch; times before it read as 0.
 pub fn unix_seconds(time: SystemTime) -> u64 {
@@ -22,11 +23,11 @@ pub fn parse_http_date(value: &[u8]) -> Option<u64> {
     httpdate::parse_http_date(text).ok().map(unix_seconds)
 }
 
-/// The first `name` line parsed as an HTTP-date.
+/// The first line of the well-known field `id` parsed as an HTTP-date.
 ///
 /// RFC 9111 §4.2.1 allows using the first occurrence of a repeated field.
-pub fn first_date<F: Fields>(fields: &F, name: &[u8]) -> Option<u64> {
-    fields.first(name).and_then(parse_http_date)
+pub fn first_date<F: Fields>(fields: &F, id: HeaderId) -> Option<u64> {
+    fields.first(id).and_then(parse_http_date)
 }
 
 /// The `Expires` field of a response (RFC 9111 §5.3).
@@ -45,7 +46,7 @@ pub enum Expires {
 impl Expires {
     /// Reads the first `Expires` line of a response.
     pub fn parse<F: Fields>(response: &F) -> Self {
-        match response.first(b"expires") {
+        match response.first(HeaderId::Expires) {
             None => Expires::Absent,
             Some(value) => parse_http_date(value).map_or(Expires::Invalid, Expires::At),
         }
@@ -114,7 +115,7 @@ mod tests {
     fn first_date_uses_first_line_and_unix_seconds_clamps() {
         let list =
             FieldList::from_pairs(&[("Date", "foo"), ("Date", "Sun, 06 Nov 1994 08:49:37 GMT")]);
-        assert_eq!(first_date(&list, b"date"), None);
+        assert_eq!(first_date(&list, HeaderId::Date), None);
         assert_eq!(
             unix_seconds(UNIX_EPOCH + std::time::Duration::from_secs(5)),
             5

@@ -11,6 +11,7 @@ use crate::dates::parse_http_date;
 use crate::etag::EntityTag;
 use crate::fields::{list_members, trim_ows, Fields};
 use crate::stored::StoredMeta;
+use sepia_http1::HeaderId;
 
 /// One `bytes` range-spec (RFC 9110 §14.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +39,7 @@ pub enum RangeRequest {
 /// Parses the `Range` field (first line only; a repeated `Range` is
 /// ignored as invalid).
 pub fn parse_range<R: Fields>(request: &R) -> RangeRequest {
-    let mut lines = request.values(b"range");
+    let mut lines = request.known(HeaderId::Range);
     let Some(value) = lines.next() else {
         return RangeRequest::None;
     };
@@ -139,7 +140,7 @@ pub fn range_for_stored<R: Fields>(
     let RangeRequest::Single(range) = parse_range(request) else {
         return RangeOutcome::Full;
     };
-    if let Some(if_range) = request.first(b"if-range") {
+    if let Some(if_range) = request.first(HeaderId::IfRange) {
         if !if_range_matches(if_range, stored) {
             return RangeOutcome::Full;
         }

@@ -21,6 +21,7 @@ use crate::fields::Fields;
 use crate::status::{is_final, is_heuristically_cacheable, is_understood};
 use crate::uri::resolve_reference_key;
 use crate::vary::Vary;
+use sepia_http1::HeaderId;
 
 /// The storability verdict, with the reason when negative so logs, the
 /// `Cache-Status` `detail` and tests can tell why.
@@ -122,9 +123,11 @@ pub fn storable_post_response<Q: Fields, P: Fields>(
     config: &PolicyConfig,
 ) -> Storability {
     let mut resolved = Vec::new();
-    let same_uri = response.first(b"content-location").is_some_and(|location| {
-        resolve_reference_key(request_key, location, &mut resolved) && resolved == request_key
-    });
+    let same_uri = response
+        .first(HeaderId::ContentLocation)
+        .is_some_and(|location| {
+            resolve_reference_key(request_key, location, &mut resolved) && resolved == request_key
+        });
     if !same_uri {
         return Storability::NotStorable(NotStorableReason::ContentLocationMismatch);
     }
@@ -145,7 +148,7 @@ impl ResponseFacts {
     fn read<Q: Fields, P: Fields>(request: &Q, status: u16, response: &P) -> Self {
         Self {
             request_cc: RequestCacheControl::parse(request),
-            has_authorization: request.contains(b"authorization"),
+            has_authorization: request.contains(HeaderId::Authorization),
             status,
             response_cc: ResponseCacheControl::parse(response),
             expires: Expires::parse(response),

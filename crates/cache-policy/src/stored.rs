@@ -10,6 +10,7 @@ use crate::dates::{first_date, Expires};
 use crate::fields::Fields;
 use crate::freshness::{freshness_lifetime, Freshness};
 use crate::vary::{vary_matches, Vary};
+use sepia_http1::HeaderId;
 
 /// The per-object record the store keeps next to the stored response.
 ///
@@ -67,21 +68,21 @@ impl StoredMeta {
         config: &PolicyConfig,
     ) -> Self {
         let cache_control = ResponseCacheControl::parse(response);
-        let date = first_date(response, b"date");
+        let date = first_date(response, HeaderId::Date);
         let expires = Expires::parse(response);
-        let last_modified_raw = response.first(b"last-modified");
+        let last_modified_raw = response.first(HeaderId::LastModified);
         let last_modified = last_modified_raw.and_then(crate::dates::parse_http_date);
         let age = AgeHeader::parse(response);
         let vary = Vary::parse(response);
         let content_language = if vary.names_field(b"accept-language") {
             response
-                .first(b"content-language")
+                .first_named(b"content-language")
                 .map(Bytes::copy_from_slice)
         } else {
             None
         };
         let content_length = response
-            .first(b"content-length")
+            .first(HeaderId::ContentLength)
             .and_then(parse_content_length);
         let (freshness_lifetime, heuristic) = freshness_lifetime(
             status,
@@ -103,7 +104,7 @@ impl StoredMeta {
             last_modified,
             last_modified_raw: last_modified_raw.map(Bytes::copy_from_slice),
             etag: response
-                .first(b"etag")
+                .first(HeaderId::ETag)
                 .filter(|e| !e.is_empty())
                 .map(Bytes::copy_from_slice),
             age,

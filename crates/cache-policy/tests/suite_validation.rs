@@ -399,7 +399,7 @@ fn validation_requests_to_the_origin() {
 fn sent_value(fields: &sepia_cache_policy::FieldList, name: &str) -> Option<String> {
     use sepia_cache_policy::Fields;
     fields
-        .first(name.as_bytes())
+        .first_named(name.as_bytes())
         .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 

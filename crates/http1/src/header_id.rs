@@ -110,6 +110,53 @@ impl HeaderId {
         }
     }
 
+    /// The field's name in lower case (`b""` for `Other`): what a reader that did not
+    /// classify names at parse time compares field names with.
+    pub const fn name(self) -> &'static [u8] {
+        use HeaderId::*;
+        match self {
+            Other => b"",
+            Te => b"te",
+            Age => b"age",
+            Via => b"via",
+            Host => b"host",
+            Date => b"date",
+            ETag => b"etag",
+            Vary => b"vary",
+            Range => b"range",
+            Pragma => b"pragma",
+            Expect => b"expect",
+            Server => b"server",
+            Trailer => b"trailer",
+            Upgrade => b"upgrade",
+            Expires => b"expires",
+            Referer => b"referer",
+            IfMatch => b"if-match",
+            IfRange => b"if-range",
+            Location => b"location",
+            Forwarded => b"forwarded",
+            Connection => b"connection",
+            KeepAlive => b"keep-alive",
+            UserAgent => b"user-agent",
+            ContentType => b"content-type",
+            CacheControl => b"cache-control",
+            IfNoneMatch => b"if-none-match",
+            LastModified => b"last-modified",
+            Authorization => b"authorization",
+            ContentRange => b"content-range",
+            AcceptRanges => b"accept-ranges",
+            ContentLength => b"content-length",
+            XForwardedFor => b"x-forwarded-for",
+            ProxyConnection => b"proxy-connection",
+            ContentLocation => b"content-location",
+            TransferEncoding => b"transfer-encoding",
+            IfModifiedSince => b"if-modified-since",
+            ProxyAuthenticate => b"proxy-authenticate",
+            ProxyAuthorization => b"proxy-authorization",
+            IfUnmodifiedSince => b"if-unmodified-since",
+        }
+    }
+
     /// The connection-specific fields a proxy must not forward (RFC 9110 §7.6.1): Connection and
     /// the fields it conventionally names (Keep-Alive, Proxy-Connection, TE, Transfer-Encoding,
     /// Upgrade, Trailer). Proxy-Authorization/Proxy-Authenticate are deliberately not included:
@@ -202,6 +249,15 @@ mod tests {
         }
         // 38 known ids plus Other: a new variant must be added to this table too.
         assert_eq!(ALL.len(), AcceptRanges as usize);
+    }
+
+    #[test]
+    fn every_known_id_names_itself_in_lower_case() {
+        for (name, id) in ALL {
+            assert_eq!(id.name(), name.to_ascii_lowercase().as_bytes(), "{name}");
+            assert_eq!(HeaderId::from_name(id.name()), *id, "{name}");
+        }
+        assert_eq!(Other.name(), b"");
     }
 
     #[test]

@@ -260,22 +260,26 @@ pub(crate) async fn obtain(
         Origins::Route(route) => {
             let n = route.origins.len();
             let start = route.start();
-            let mut last = io::Error::new(io::ErrorKind::NotFound, "route without origins");
+            // The error is only built when every origin failed: an io::Error with a message
+            // allocates, and this runs for every request that reaches an origin.
+            let mut last = None;
             for i in 0..n {
                 let origin = &route.origins[(start + i) % n];
                 let addrs = match origin.addrs(&shared.resolver).await {
                     Ok(a) => a,
                     Err(e) => {
-                        last = e;
+                        last = Some(e);
                         continue;
                     }
                 };
                 match shared.pool.get(addrs.as_slice()).await {
                     Ok(c) => return Ok((c, Some(origin.authority.clone()))),
-                    Err(e) => last = e,
+                    Err(e) => last = Some(e),
                 }
             }
-            Err(last)
+            Err(last.unwrap_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "route without origins")
+            }))
         }
     }
 }

@@ -3,7 +3,9 @@
 //! Every response leaves in as few `writev` calls as the kernel allows: the head and the body
 //! slices that are already in memory go out together (DESIGN.md, "one gather write").
 
+use std::future::Future;
 use std::io::{self, IoSlice};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -62,7 +64,39 @@ pub async fn write_parts_within<W>(w: &mut W, parts: &[&[u8]], limit: Duration) 
 where
     W: AsyncWrite + Unpin,
 {
-    match tokio::time::timeout(limit, write_all_parts(w, parts)).await {
+    within(limit, write_all_parts(w, parts)).await
+}
+
+/// Runs a socket operation, failing with `TimedOut` if it has not finished `limit` after it
+/// first had to wait. The first poll runs without a timer: most reads and writes of a busy
+/// proxy complete at once, and a timer costs a clock read to arm (and an insertion into the
+/// timer wheel and a removal when the operation waits). The limit counts from that first
+/// poll, microseconds later than a timer armed up front would.
+pub async fn within<F, T>(limit: Duration, op: F) -> io::Result<T>
+where
+    F: Future<Output = io::Result<T>>,
+{
+    within_deadline(&mut None, limit, op).await
+}
+
+/// [`within`] with a deadline shared by several operations: `deadline` is set to `limit`
+/// from now the first time one of them has to wait (unless the caller set it), and every
+/// later one ends there too.
+async fn within_deadline<F, T>(
+    deadline: &mut Option<tokio::time::Instant>,
+    limit: Duration,
+    op: F,
+) -> io::Result<T>
+where
+    F: Future<Output = io::Result<T>>,
+{
+    let mut op = std::pin::pin!(op);
+    let first = std::future::poll_fn(|cx| Poll::Ready(op.as_mut().poll(cx))).await;
+    if let Poll::Ready(done) = first {
+        return done;
+    }
+    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+    match tokio::time::timeout_at(at, op).await {
         Ok(r) => r,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
@@ -88,15 +122,30 @@ pub async fn send_file_within(
             nix::sys::sendfile::sendfile64(stream, file, Some(&mut offset), count)
                 .map_err(io::Error::from)
         });
-        match tokio::time::timeout(limit, sent).await {
-            Ok(Ok(0)) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+        match within(limit, sent).await {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// [`read_more`] for a message that must arrive whole by a deadline shared by several reads
+/// (see [`within_deadline`]): a message that arrives in one read never reads the clock.
+pub async fn read_by_deadline<R>(
+    r: &mut R,
+    buf: &mut BytesMut,
+    room: usize,
+    deadline: &mut Option<tokio::time::Instant>,
+    limit: Duration,
+) -> io::Result<usize>
+where
+    R: AsyncRead + Unpin,
+{
+    make_room(buf, room);
+    within_deadline(deadline, limit, r.read_buf(buf)).await
 }
 
 /// Reads more bytes into `buf`, making room for at least `room` first. `Ok(0)` is end of stream.
@@ -109,12 +158,13 @@ pub async fn read_more<R>(
 where
     R: AsyncRead + Unpin,
 {
+    make_room(buf, room);
+    within(limit, r.read_buf(buf)).await
+}
+
+fn make_room(buf: &mut BytesMut, room: usize) {
     if buf.capacity() - buf.len() < room {
         buf.reserve(room);
-    }
-    match tokio::time::timeout(limit, r.read_buf(buf)).await {
-        Ok(r) => r,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
 }
 
@@ -163,6 +213,45 @@ mod tests {
             write_all_parts(&mut w, &parts).await.unwrap();
             assert_eq!(w.out, b"HTTP/1.1 200 OK\r\n\r\nabcdefghij", "step {step}");
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_operation_that_waits_fails_after_the_limit() {
+        let start = tokio::time::Instant::now();
+        let r = within(
+            Duration::from_secs(5),
+            std::future::pending::<io::Result<()>>(),
+        )
+        .await;
+        assert_eq!(r.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(tokio::time::Instant::now() - start, Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_deadline_is_armed_by_the_first_wait_only() {
+        let limit = Duration::from_secs(5);
+        let start = tokio::time::Instant::now();
+        let mut deadline = None;
+        within_deadline(&mut deadline, limit, async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(deadline, None, "an operation done at once reads no clock");
+        let two_seconds = async {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Ok(())
+        };
+        within_deadline(&mut deadline, limit, two_seconds)
+            .await
+            .unwrap();
+        assert_eq!(deadline, Some(start + limit));
+        // A later wait ends at the same deadline, not `limit` after it began.
+        let r = within_deadline(
+            &mut deadline,
+            limit,
+            std::future::pending::<io::Result<()>>(),
+        );
+        assert_eq!(r.await.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(tokio::time::Instant::now(), start + limit);
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@ use sepia_cache_policy::{
     FieldList, Fields, PolicyConfig, RangeOutcome, RequestCacheControl, StoredFieldFilter,
     StoredMeta, VaryKey, CONDITIONAL_FIELDS, NOT_MODIFIED_FIELDS,
 };
+use sepia_http1::HeaderId;
 
 /// The suite's pause between requests marked `pause_after`.
 pub const PAUSE: u64 = 3;
@@ -117,7 +118,7 @@ pub struct Received {
 impl Received {
     pub fn header(&self, name: &str) -> Option<String> {
         self.fields
-            .first(name.as_bytes())
+            .first_named(name.as_bytes())
             .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 }
@@ -210,8 +211,8 @@ impl MiniCache {
                 Expect::Any => true,
                 Expect::Cached => saw.is_none(),
                 Expect::NotCached => saw.is_some(),
-                Expect::EtagValidated => saw.is_some_and(|f| f.contains(b"if-none-match")),
-                Expect::LmValidated => saw.is_some_and(|f| f.contains(b"if-modified-since")),
+                Expect::EtagValidated => saw.is_some_and(|f| f.contains(HeaderId::IfNoneMatch)),
+                Expect::LmValidated => saw.is_some_and(|f| f.contains(HeaderId::IfModifiedSince)),
             };
             assert!(
                 ok,
@@ -232,8 +233,8 @@ impl MiniCache {
         if let Some(prev) = script.previous {
             let matches = |req: &[u8], resp: &[u8]| {
                 forwarded
-                    .first(req)
-                    .is_some_and(|v| prev.first(resp) == Some(v))
+                    .first_named(req)
+                    .is_some_and(|v| prev.first_named(resp) == Some(v))
             };
             let validated = matches(b"if-none-match", b"etag")
                 || matches(b"if-modified-since", b"last-modified");
@@ -268,8 +269,8 @@ impl MiniCache {
                 method,
                 status,
                 &key,
-                fields.first(b"location"),
-                fields.first(b"content-location"),
+                fields.first(HeaderId::Location),
+                fields.first(HeaderId::ContentLocation),
             )
             .iter()
             {

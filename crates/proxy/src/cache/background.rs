@@ -16,6 +16,7 @@ use crate::exchange::{obtain, Origins};
 use crate::io::{read_more, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
 use crate::shared::Shared;
+use sepia_http1::HeaderId;
 
 /// Where the revalidation goes, owned so the task can outlive the request.
 pub enum Target {
@@ -104,7 +105,8 @@ async fn revalidate(
     // A new response replaces the stale one when it may be stored under the same variant: the
     // request that started this carried no body, no no-store (or it would not have been served
     // stale), and the same Vary-selected fields, so the stored secondary key still applies.
-    let same_vary = fields.first(b"vary") == entry.layout.fields(obj.head()).first(b"vary");
+    let same_vary =
+        fields.first(HeaderId::Vary) == entry.layout.fields(obj.head()).first(HeaderId::Vary);
     let meta = StoredMeta::from_response(
         resp.status,
         &fields,

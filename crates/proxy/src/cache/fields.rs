@@ -21,6 +21,13 @@ impl Fields for HeadFields<'_> {
             })
             .map(|h| &h.value[..])
     }
+
+    fn known<'a>(&'a self, id: HeaderId) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.0
+            .iter()
+            .filter(move |h| h.id == id)
+            .map(|h| &h.value[..])
+    }
 }
 
 #[cfg(test)]
@@ -45,10 +52,13 @@ mod tests {
             header("x-thing", "2"),
         ];
         let f = HeadFields(&headers);
-        let cc: Vec<&[u8]> = f.values(b"cache-control").collect();
+        let cc: Vec<&[u8]> = f.known(HeaderId::CacheControl).collect();
+        assert_eq!(cc, [&b"max-age=5"[..], b"public"]);
+        // By name, known fields are found through their id too.
+        let cc: Vec<&[u8]> = f.values(b"CACHE-control").collect();
         assert_eq!(cc, [&b"max-age=5"[..], b"public"]);
         let other: Vec<&[u8]> = f.values(b"X-THING").collect();
         assert_eq!(other, [&b"1"[..], b"2"]);
-        assert_eq!(f.first(b"etag"), None);
+        assert_eq!(f.first(HeaderId::ETag), None);
     }
 }

@@ -73,8 +73,8 @@ async fn route(
                 &req.method_raw,
                 outcome.status,
                 key,
-                resp.first(b"location"),
-                resp.first(b"content-location"),
+                resp.first(HeaderId::Location),
+                resp.first(HeaderId::ContentLocation),
             );
             for k in stale.iter() {
                 cache.store.purge(k);

@@ -153,6 +153,7 @@ fn offset(at: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sepia_http1::HeaderId;
 
     fn fields(
         pairs: &'static [(&'static str, &'static str)],
@@ -189,7 +190,10 @@ mod tests {
             ],
             "per-hit fields and our Via are not stored fields"
         );
-        assert_eq!(layout.fields(&head).first(b"etag"), Some(&b"\"x\""[..]));
+        assert_eq!(
+            layout.fields(&head).first(HeaderId::ETag),
+            Some(&b"\"x\""[..])
+        );
         assert_eq!(
             layout.content_type(&head).as_deref(),
             Some(&b"text/plain"[..])
