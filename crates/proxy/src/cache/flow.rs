@@ -163,30 +163,43 @@ async fn route(
             writer.release();
             gateway_timeout()
         }
-        Lookup::Miss(writer) => {
-            let request_time = unix_now();
-            match Box::pin(fetch(shared, cs, req, &up, &Conditionals::STRIP)).await {
-                Ok(fetched) => {
-                    Box::pin(store_and_relay(
-                        shared,
-                        cache,
-                        cs,
-                        req,
-                        key,
-                        writer,
-                        fetched,
-                        request_time,
-                        Forward::UriMiss,
-                    ))
-                    .await
-                }
-                Err(outcome) => {
-                    writer.abort();
-                    outcome
-                }
-            }
-        }
+        Lookup::Miss(writer) => Box::pin(fill(shared, cache, cs, req, up, key, writer)).await,
         Lookup::Pending(reader) => Box::pin(collapse(shared, cs, req, up, reader)).await,
+    }
+}
+
+/// A miss: fetch the response and store it while relaying it. One boxed future for both steps
+/// (a box each cost an allocation and a copy of their state on every miss).
+async fn fill(
+    shared: &Shared,
+    cache: &Cache,
+    cs: &mut ClientSide,
+    req: &RequestHead,
+    up: Upstream<'_>,
+    key: &[u8],
+    writer: FillWriter<Meta>,
+) -> Outcome {
+    let request_time = unix_now();
+    match fetch(shared, cs, req, &up, &Conditionals::STRIP).await {
+        Ok(fetched) => {
+            let fwd = Forward::UriMiss;
+            store_and_relay(
+                shared,
+                cache,
+                cs,
+                req,
+                key,
+                writer,
+                fetched,
+                request_time,
+                fwd,
+            )
+            .await
+        }
+        Err(outcome) => {
+            writer.abort();
+            outcome
+        }
     }
 }
 
