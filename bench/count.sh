@@ -81,19 +81,26 @@ strace_load() {
 log "syscalls: starting sepia"
 start_target sepia || { echo "sepia did not start: $FAIL_REASON" >&2; exit 1; }
 prime sepia /1k
-HIT_CMD=(taskset -c "$LOAD_CPU" ab -k -n "$HITS" -c 1 "$URL/1k")
-log "syscalls: ${HIT_CMD[*]}"
-strace_load hit "${HIT_CMD[@]}"
-meta strace_hit "$(python3 "$TOOLS/counts.py" strace "$RUN/strace.hit.txt")"
-meta strace_hit_n "$HITS"
-meta strace_hit_cmd "ab -k -n $HITS -c 1 $URL/1k"
-meta strace_hit_note "$(grep -E 'Complete requests|Keep-Alive requests|Non-2xx' "$RUN/load.hit.txt" | tr -s ' ' | paste -sd ';' | sed 's/;/; /g')"
-MISS_CMD=(taskset -c "$LOAD_CPU" python3 "$TOOLS/seqclient.py" --port "$PORT" --n "$MISSES" --unique "strace-$(date +%s)")
-log "syscalls: ${MISS_CMD[*]}"
-strace_load miss "${MISS_CMD[@]}"
-meta strace_miss "$(python3 "$TOOLS/counts.py" strace "$RUN/strace.miss.txt")"
-meta strace_miss_n "$MISSES"
-meta strace_miss_cmd "bench/tools/seqclient.py --n $MISSES --unique <prefix>"
+# strace_case NAME N SHOWN CMD...: trace N requests made by CMD; record the counts, N, the
+# command as shown in RESULTS.md and what ab said of its requests.
+strace_case() {
+    local name=$1 n=$2 shown=$3; shift 3
+    log "syscalls: $*"
+    strace_load "$name" "$@"
+    meta "strace_$name" "$(python3 "$TOOLS/counts.py" strace "$RUN/strace.$name.txt")"
+    meta "strace_${name}_n" "$n"
+    meta "strace_${name}_cmd" "$shown"
+    meta "strace_${name}_note" "$(grep -E 'Complete requests|Keep-Alive requests|Non-2xx' "$RUN/load.$name.txt" | tr -s ' ' | paste -sd ';' | sed 's/;/; /g')"
+}
+strace_case hit "$HITS" "ab -k -n $HITS -c 1 $URL/1k" \
+    taskset -c "$LOAD_CPU" ab -k -n "$HITS" -c 1 "$URL/1k"
+# 50 clients at once, each still sending its next request only after its answer: one request
+# per read as above, but the worker finds several connections ready per look at its events.
+HITS50=$((HITS * 5 / 2))
+strace_case hit50 "$HITS50" "ab -k -n $HITS50 -c 50 $URL/1k" \
+    taskset -c "$LOAD_CPU" ab -k -n "$HITS50" -c 50 "$URL/1k"
+strace_case miss "$MISSES" "bench/tools/seqclient.py --n $MISSES --unique <prefix>" \
+    taskset -c "$LOAD_CPU" python3 "$TOOLS/seqclient.py" --port "$PORT" --n "$MISSES" --unique "strace-$(date +%s)"
 meta strace_miss_note "$(tail -1 "$RUN/load.miss.txt"), one keep-alive HTTP/1.1 connection"
 stop_target sepia
 
@@ -134,5 +141,5 @@ if callgrind_run base; then
     fi
 fi
 meta note "Sepia as in run.sh (bench/peers/sepia.toml: one worker, cache on, access log off), pinned to CPU 1; the origin and the client on CPU 0."
-meta note "ab -k speaks HTTP/1.0 with Connection: keep-alive; \"Keep-Alive requests\" above shows whether the connection was kept. With -c 1 exactly one request arrives per read."
+meta note "ab -k speaks HTTP/1.0 with Connection: keep-alive; \"Keep-Alive requests\" above shows whether the connection was kept. ab sends a client's next request only after its answer, so exactly one request arrives per read. With one client Sepia must also wait for each request (an epoll_wait per hit); with 50, one wait finds many connections ready."
 python3 "$TOOLS/counts.py" section --meta "$RUN/meta.tsv" --out "$OUT" && log "wrote the count section of $OUT"

@@ -91,20 +91,27 @@ def section(meta):
     lines = [BEGIN, "## Counting the costs (bench/count.sh)", ""]
     lines += [f"- date: {one('date')}; Sepia: {one('sepia')}", f"- command: `{one('command')}`", ""]
     hit_n, miss_n = int(one("strace_hit_n", "0")), int(one("strace_miss_n", "0"))
+    hit50_n = int(one("strace_hit50_n", "0"))
     if hit_n or miss_n:
         hit = json.loads(one("strace_hit", "{}"))
+        hit50 = json.loads(one("strace_hit50", "{}"))
         miss = json.loads(one("strace_miss", "{}"))
         lines += ["### Syscalls per request (`strace -c -f`)", "",
-                  f"Keep-alive hit: `{one('strace_hit_cmd')}` ({one('strace_hit_note')}); "
+                  f"Keep-alive hit, one client: `{one('strace_hit_cmd')}` "
+                  f"({one('strace_hit_note')}); 50 clients: `{one('strace_hit50_cmd')}` "
+                  f"({one('strace_hit50_note')}); "
                   f"miss: `{one('strace_miss_cmd')}` ({one('strace_miss_note')}). "
                   "Every thread of Sepia is traced; the counts cover the whole load window.", "",
-                  "| syscall | per hit | per miss |", "|---|---:|---:|"]
-        names = sorted(set(hit) | set(miss), key=lambda n: (-hit.get(n, 0), -miss.get(n, 0), n))
+                  "| syscall | per hit, c=1 | per hit, c=50 | per miss |", "|---|---:|---:|---:|"]
+        names = sorted(set(hit) | set(hit50) | set(miss),
+                       key=lambda n: (-hit.get(n, 0), -miss.get(n, 0), n))
         per = lambda d, n, k: f"{d.get(n, 0) / k:.3f}" if k else "—"  # noqa: E731
         for n in names:
-            lines.append(f"| {n} | {per(hit, n, hit_n)} | {per(miss, n, miss_n)} |")
-        lines.append(f"| **total** | **{per({'t': sum(hit.values())}, 't', hit_n)}** | "
-                     f"**{per({'t': sum(miss.values())}, 't', miss_n)}** |")
+            lines.append(f"| {n} | {per(hit, n, hit_n)} | {per(hit50, n, hit50_n)} | "
+                         f"{per(miss, n, miss_n)} |")
+        total = lambda d, k: per({"t": sum(d.values())}, "t", k)  # noqa: E731
+        lines.append(f"| **total** | **{total(hit, hit_n)}** | **{total(hit50, hit50_n)}** | "
+                     f"**{total(miss, miss_n)}** |")
         lines.append("")
     if meta.get("ir_base"):
         base = int(one("ir_base"))

@@ -11,7 +11,7 @@ use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
 use sepia_store::{FillWriter, Object};
 use tokio::time::Instant;
 
-use super::{entry_for_response, freshened, republish, unix_now, HeadFields, Meta};
+use super::{freshened, publish_response, republish, unix_now, HeadFields, Meta};
 use crate::exchange::{obtain, Origins};
 use crate::io::{read_more, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
@@ -127,10 +127,10 @@ async fn revalidate(
         writer.release();
         return Ok(());
     }
-    let (head, entry, length) = entry_for_response(meta, &resp, framing, shared.via());
-    let mut body = writer.publish_head(head, entry, obj.secondary().clone(), length);
+    let secondary = obj.secondary().clone();
+    let mut body = publish_response(writer, meta, &resp, framing, shared.via(), secondary);
     if let Some(mut incoming) = BodyIn::new(framing) {
-        let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
+        let mut tee = |data: &[u8]| body.append(data);
         let limits = Deadlines {
             read: t.origin_first_byte,
             write: t.origin_first_byte,

@@ -18,7 +18,7 @@ use sepia_store::{FillReader, FillWriter, FinishOutcome, Lookup, Object};
 
 use super::serve::{serve_fill, serve_object};
 use super::{
-    background, entry_for_response, freshened, republish, unix_now, Cache, HeadFields, Meta,
+    background, freshened, publish_response, republish, unix_now, Cache, HeadFields, Meta,
 };
 use crate::client::{local_error, ClientSide};
 use crate::exchange::{
@@ -467,7 +467,8 @@ async fn store_and_relay(
         cs.status_buf = extra;
         return outcome;
     }
-    let (head, entry, length) = entry_for_response(meta, resp, framing, shared.via());
+    let via = shared.via();
+    let mut body = publish_response(writer, meta, resp, framing, via, Bytes::from(secondary));
     let mut extra = std::mem::take(&mut cs.status_buf);
     header_line(
         &mut extra,
@@ -475,8 +476,7 @@ async fn store_and_relay(
             .with_fwd_status(resp.status)
             .with_stored(),
     );
-    let mut body = writer.publish_head(head, entry, Bytes::from(secondary), length);
-    let mut tee = |data: &[u8]| body.append(Bytes::copy_from_slice(data));
+    let mut tee = |data: &[u8]| body.append(data);
     let outcome = relay_response(shared, cs, req, fetched, Some(&mut tee), &extra).await;
     cs.status_buf = extra;
     if outcome.body_complete {

@@ -10,14 +10,15 @@ mod stored_head;
 
 use std::sync::Arc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{
     freshen_headers, Fields, HeuristicRule, PolicyConfig, StoredFieldFilter, StoredMeta,
 };
 use sepia_config::CacheConfig;
 use sepia_http1::{BodyFraming, ResponseHead};
 use sepia_store::{
-    BodyLength, FileHome, FillWriter, FinishOutcome, MemoryStore, Object, StoreConfig,
+    BodyLength, BodyWriter, FileHome, FillWriter, FinishError, FinishOutcome, MemoryStore, Object,
+    StoreConfig,
 };
 
 pub use fields::HeadFields;
@@ -158,25 +159,82 @@ fn body_file_cap() -> usize {
     })
 }
 
-/// The stored head and entry of an origin response about to be stored, keeping the fields a
-/// shared cache stores (RFC 9111 §3.1), and the body length the store should expect.
-pub fn entry_for_response(
+/// Bodies up to this length, announced by Content-Length, are stored in the allocation of
+/// their head: one allocation per small object instead of three (head, body, and the shared
+/// header a `Bytes` made from a `Vec` allocates when it is first sliced), about 100 bytes
+/// less per object and fewer fresh pages touched per miss. Larger ones are not reserved up
+/// front: an origin that announces a large body and sends it slowly must not make Sepia hold
+/// memory for all of it before it arrives.
+const BODY_WITH_HEAD_MAX: u64 = 64 * 1024;
+
+/// A response being stored: its body's bytes are copied into the store as they pass (see
+/// [`publish_response`]).
+pub struct StoringBody {
+    writer: BodyWriter<Meta>,
+    /// Room reserved after the head for a small announced body; empty otherwise.
+    room: BytesMut,
+}
+
+impl StoringBody {
+    /// Copies one piece of the body into the store: into the room after the head when it
+    /// fits there, else into an allocation of its own.
+    pub fn append(&mut self, data: &[u8]) {
+        let chunk = if self.room.capacity() - self.room.len() < data.len() {
+            Bytes::copy_from_slice(data)
+        } else {
+            self.room.extend_from_slice(data);
+            self.room.split().freeze()
+        };
+        self.writer.append(chunk);
+    }
+
+    /// The body is complete: commit it (the store checks an announced length).
+    pub fn finish(self) -> Result<FinishOutcome<Meta>, FinishError> {
+        self.writer.finish()
+    }
+
+    /// The body will not be complete: nothing is stored.
+    pub fn abort(self) {
+        self.writer.abort();
+    }
+}
+
+/// Publishes an origin response about to be stored through `writer`: its stored head and
+/// entry, keeping the fields a shared cache stores (RFC 9111 §3.1), and the body length the
+/// store should expect. The body follows through the returned [`StoringBody`].
+pub fn publish_response(
+    writer: FillWriter<Meta>,
     meta: StoredMeta,
     resp: &ResponseHead,
     framing: BodyFraming,
     via: Option<&[u8]>,
-) -> (Bytes, Meta, BodyLength) {
+    secondary: Bytes,
+) -> StoringBody {
     let fields = HeadFields(&resp.headers);
     let filter = StoredFieldFilter::new(&fields, true);
     let kept = filter.kept();
-    let (head, layout) = stored_head::build(resp.status, &resp.reason, || kept.iter(), via);
-    let entry = Arc::new(Entry::new(meta, &head, layout));
     let length = match framing {
         BodyFraming::Length(n) => BodyLength::Known(n),
         BodyFraming::Empty => BodyLength::Known(0),
         BodyFraming::Chunked | BodyFraming::UntilClose => BodyLength::Unknown,
     };
-    (head, entry, length)
+    let room = match length {
+        BodyLength::Known(n) if n <= BODY_WITH_HEAD_MAX => n as usize,
+        _ => 0,
+    };
+    let reason = &resp.reason;
+    let (mut buf, layout) =
+        stored_head::build_with_room(resp.status, reason, || kept.iter(), via, room);
+    let head = if room == 0 {
+        std::mem::take(&mut buf).freeze()
+    } else {
+        buf.split().freeze()
+    };
+    let entry = Arc::new(Entry::new(meta, &head, layout));
+    StoringBody {
+        writer: writer.publish_head(head, entry, secondary, length),
+        room: buf,
+    }
 }
 
 /// The stored head and entry of `obj` freshened by a 304 whose fields are `update` (RFC 9111

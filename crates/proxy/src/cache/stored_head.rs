@@ -99,6 +99,23 @@ where
     L: Fn() -> I,
     I: Iterator<Item = (&'f [u8], &'f [u8])>,
 {
+    let (out, layout) = build_with_room(status, reason, lines, via, 0);
+    (out.freeze(), layout)
+}
+
+/// [`build`], into a buffer with `room` more bytes of capacity after the head: where the
+/// caller copies the body, so that a small object's head and body share one allocation.
+pub fn build_with_room<'f, I, L>(
+    status: u16,
+    reason: &[u8],
+    lines: L,
+    via: Option<&[u8]>,
+    room: usize,
+) -> (BytesMut, HeadLayout)
+where
+    L: Fn() -> I,
+    I: Iterator<Item = (&'f [u8], &'f [u8])>,
+{
     // "HTTP/1.1 " status " " reason CRLF, the status in as many digits as put_status_line
     // writes (three for any valid code, RFC 9110 §15).
     let status_digits =
@@ -113,7 +130,7 @@ where
     if let Some(via) = via {
         size += 5 + via.len() + CRLF.len();
     }
-    let mut out = BytesMut::with_capacity(size);
+    let mut out = BytesMut::with_capacity(size + room);
     put_status_line(&mut out, Version::Http11, status, reason);
     let reason_end = out.len() - CRLF.len();
     let mut spans = Vec::with_capacity(count);
@@ -142,7 +159,7 @@ where
         reason: (offset(reason_end - reason.len()), offset(reason_end)),
         lines: spans.into_boxed_slice(),
     };
-    (out.freeze(), layout)
+    (out, layout)
 }
 
 /// A head's length always fits: the codec caps a response head far below 4 GiB.
