@@ -90,6 +90,42 @@ fn idle_client_connection_is_closed_after_client_idle() {
 }
 
 #[test]
+fn a_connection_idle_long_enough_to_be_parked_is_served_again() {
+    // A busy connection first (requests while its idle timer runs), then silence past the
+    // point where it is parked (one to two seconds), then another request on the same socket.
+    let (origin, sepia) = reverse_with("[timeouts]\nclient_idle = \"30s\"\n");
+    let mut client = RawClient::connect(sepia.addr());
+    for _ in 0..5 {
+        client.send(b"GET /bytes/10 HTTP/1.1\r\nHost: app\r\n\r\n");
+        assert_eq!(client.read_response().body, pattern(10));
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_millis(2_500));
+    client.send(b"GET /bytes/20 HTTP/1.1\r\nHost: app\r\n\r\n");
+    assert_eq!(client.read_response().body, pattern(20));
+    assert_eq!(origin.request_count(), 6);
+}
+
+#[test]
+fn sigterm_closes_a_waiting_keep_alive_connection_at_once() {
+    // A connection waiting for its next request (not parked yet) must be closed as soon as
+    // shutdown begins: not when the grace period (1 s here) ends, nor once it is parked.
+    let (_origin, mut sepia) = reverse_with("");
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(b"GET /bytes/10 HTTP/1.1\r\nHost: app\r\n\r\n");
+    assert_eq!(client.read_response().body, pattern(10));
+    let started = Instant::now();
+    sepia.send_signal("TERM");
+    assert!(client.wait_closed(Duration::from_secs(5)), "still open");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "closed {:?} after SIGTERM",
+        started.elapsed()
+    );
+    assert!(sepia.terminate(Duration::from_secs(5)).is_some());
+}
+
+#[test]
 fn origin_dying_mid_body_is_not_passed_off_as_complete() {
     let (_origin, sepia) = reverse_with("");
     let mut client = RawClient::connect(sepia.addr());

@@ -183,6 +183,7 @@ fn spawn_session(conn: Conn, stream: TcpStream, peer: SocketAddr) {
             conn.mode,
             conn.divert.clone(),
             conn.guard.0.shutdown.clone(),
+            conn.guard.0.stop.clone(),
         )
         .await;
         if let client::Served::Idle(stream) = served {
@@ -365,6 +366,7 @@ mod tests {
                 Mode::Forward,
                 Divert::NotDiverted,
                 rx,
+                Arc::new(Notify::new()),
             ))
         });
         let park = with_parts(|s, _, shared, rx| {
