@@ -39,9 +39,10 @@ const HEAD_BUFFER: usize = 8 * 1024;
 const HEAD_MIN_ROOM: usize = 1024;
 const HEAD_FIRST_BUFFER: usize = 2 * 1024;
 
-/// How long an idle keep-alive connection keeps its buffers and task. A busy client sends its
-/// next request well within this; after it, the connection is parked (see `server::park`): a
-/// socket and a small task, a few hundred bytes instead of several KiB.
+/// How long an idle keep-alive connection keeps its buffers and task (one to two of these, see
+/// `IdleWait`). A busy client sends its next request well within this; after it, the
+/// connection is parked (see `server::Parked`): a socket and a small task, a few hundred bytes
+/// instead of several KiB.
 pub const IDLE_RELEASE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a session ended.
@@ -204,7 +205,7 @@ pub(crate) fn local_error(status: u16, detail: &'static str, keep_client: bool) 
 }
 
 /// Reads until a complete request head is in `req`. A connection with nothing unread waits
-/// for its next request for `IDLE_RELEASE` (then it is parked); once a head has started it
+/// for its next request (see `wait_for_request`, then it is parked); once a head has started it
 /// must complete within `request_head` (408).
 async fn read_head(
     shared: &Shared,
