@@ -18,7 +18,7 @@ use std::task::Poll;
 use tokio::net::TcpStream;
 
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::{watch, Notify};
+
 use tokio::time::Instant;
 
 use crate::access::{self, RuleTarget};
@@ -29,6 +29,7 @@ use crate::heads::ClientInfo;
 use crate::intercept::{self, Divert};
 use crate::io::{read_by_deadline, write_parts_within};
 use crate::shared::Shared;
+use crate::shutdown::Shutdown;
 use crate::target::{parse_absolute, split_authority, TargetError};
 use crate::tunnel;
 
@@ -75,16 +76,14 @@ pub struct ClientSide {
     pub obuf: BytesMut,
     /// Where an intercepted connection was going (`NotDiverted` on other listeners).
     pub divert: Divert,
-    shutdown: watch::Receiver<bool>,
-    /// Notified (all waiters) when shutdown begins.
-    stop: Arc<Notify>,
+    shutdown: Arc<Shutdown>,
     /// The wait for the next request, armed on the first wait that blocks (see `IdleWait`).
     idle: Option<Pin<Box<IdleWait>>>,
 }
 
 impl ClientSide {
     pub fn shutting_down(&self) -> bool {
-        *self.shutdown.borrow()
+        self.shutdown.has_begun()
     }
 }
 
@@ -104,8 +103,7 @@ pub async fn serve(
     peer: SocketAddr,
     mode: Mode,
     divert: Divert,
-    shutdown: watch::Receiver<bool>,
-    stop: Arc<Notify>,
+    shutdown: Arc<Shutdown>,
 ) -> Served {
     // TCP_NODELAY is inherited from the listening socket (server.rs `bind`).
     let allowed = mode == Mode::Reverse || shared.config.forward.client_allowed(peer.ip());
@@ -122,7 +120,6 @@ pub async fn serve(
         obuf: BytesMut::new(),
         divert,
         shutdown,
-        stop,
         idle: None,
     };
     let mut decoder = RequestDecoder::new(shared.limits);
@@ -309,12 +306,12 @@ async fn wait_for_request(cs: &mut ClientSide, client_idle: std::time::Duration)
         if cs.idle.is_none() {
             cs.idle = Some(Box::pin(IdleWait {
                 timer: tokio::time::sleep(wait),
-                stop: cs.stop.clone().notified_owned(),
+                stop: cs.shutdown.waiter(),
                 active: false,
             }));
             // Read after the waiter exists: a shutdown that began before is seen here, one
             // that begins after wakes the waiter.
-            if *cs.shutdown.borrow() {
+            if cs.shutdown.has_begun() {
                 return Poll::Ready(Waited::Closed);
             }
         }

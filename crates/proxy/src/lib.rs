@@ -17,6 +17,7 @@ mod pool;
 mod relay;
 mod server;
 mod shared;
+mod shutdown;
 mod target;
 mod tunnel;
 

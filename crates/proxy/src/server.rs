@@ -16,7 +16,9 @@ use sepia_observe::AccessLog;
 use socket2::{Domain, Socket, Type};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::futures::OwnedNotified;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
+
+use crate::shutdown::Shutdown;
 
 use crate::client;
 use crate::intercept::{self, Divert};
@@ -73,20 +75,13 @@ impl Server {
 
     /// Serves until `shutdown` completes, then drains.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let tracker = Arc::new(Tracker::new(stop_rx.clone()));
+        let tracker = Arc::new(Tracker::new(Arc::default()));
         for bound in self.listeners {
-            tokio::spawn(accept_loop(
-                bound,
-                self.shared.clone(),
-                stop_rx.clone(),
-                tracker.clone(),
-            ));
+            tokio::spawn(accept_loop(bound, self.shared.clone(), tracker.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
-        let _ = stop_tx.send(true);
-        tracker.stop.notify_waiters();
+        tracker.shutdown.begin();
         let grace = self.shared.config.server.shutdown_grace;
         if tokio::time::timeout(grace, tracker.all_done())
             .await
@@ -128,12 +123,7 @@ fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-async fn accept_loop(
-    bound: Bound,
-    shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
-    tracker: Arc<Tracker>,
-) {
+async fn accept_loop(bound: Bound, shared: Arc<Shared>, tracker: Arc<Tracker>) {
     let Bound {
         listener,
         mode,
@@ -142,6 +132,10 @@ async fn accept_loop(
     let Ok(listen) = listener.local_addr() else {
         return;
     };
+    let mut stop = std::pin::pin!(tracker.shutdown.waiter());
+    if tracker.shutdown.has_begun() {
+        return;
+    }
     loop {
         tokio::select! {
             r = listener.accept() => match r {
@@ -156,7 +150,7 @@ async fn accept_loop(
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             },
-            _ = stop.changed() => return,
+            _ = &mut stop => return,
         }
     }
 }
@@ -183,7 +177,6 @@ fn spawn_session(conn: Conn, stream: TcpStream, peer: SocketAddr) {
             conn.mode,
             conn.divert.clone(),
             conn.guard.0.shutdown.clone(),
-            conn.guard.0.stop.clone(),
         )
         .await;
         if let client::Served::Idle(stream) = served {
@@ -220,7 +213,7 @@ impl Parked {
             .client_idle
             .saturating_sub(client::IDLE_RELEASE);
         // Created before the first poll: a `notify_waiters` after this point is still seen.
-        let stop = conn.guard.0.stop.clone().notified_owned();
+        let stop = conn.guard.0.shutdown.waiter();
         Parked {
             idle: tokio::time::sleep(rest),
             stop,
@@ -263,7 +256,7 @@ impl Future for Parked {
 impl Conn {
     /// Whether shutdown began before this connection parked.
     fn stopping(&self) -> bool {
-        *self.guard.0.shutdown.borrow()
+        self.guard.0.shutdown.has_begun()
     }
 }
 
@@ -271,21 +264,18 @@ impl Conn {
 struct Tracker {
     count: AtomicUsize,
     zero: Notify,
-    /// Becomes true when shutdown begins; each session holds a clone.
-    shutdown: watch::Receiver<bool>,
-    /// Notified (all waiters) when shutdown begins; parked connections wait on it.
-    stop: Arc<Notify>,
+    /// Begins when the server stops; every session and parked connection holds it.
+    shutdown: Arc<Shutdown>,
 }
 
 struct Guard(Arc<Tracker>);
 
 impl Tracker {
-    fn new(shutdown: watch::Receiver<bool>) -> Tracker {
+    fn new(shutdown: Arc<Shutdown>) -> Tracker {
         Tracker {
             count: AtomicUsize::new(0),
             zero: Notify::new(),
             shutdown,
-            stop: Arc::new(Notify::new()),
         }
     }
 
@@ -320,7 +310,7 @@ mod tests {
     /// Runs `measure` with a connected socket, its peer address, the built-in configuration's
     /// shared state and a shutdown receiver, on a throwaway runtime.
     fn with_parts<T>(
-        measure: impl FnOnce(TcpStream, SocketAddr, Arc<Shared>, watch::Receiver<bool>) -> T,
+        measure: impl FnOnce(TcpStream, SocketAddr, Arc<Shared>, Arc<Shutdown>) -> T,
     ) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -332,7 +322,7 @@ mod tests {
             let s = TcpStream::connect(addr).await.unwrap();
             let config = Arc::new(Config::builtin_default());
             let shared = Arc::new(Shared::new(config, AccessLog::disabled()).unwrap());
-            let (_tx, rx) = watch::channel(false);
+            let rx = Arc::default();
             measure(s, addr, shared, rx)
         })
     }
@@ -366,7 +356,6 @@ mod tests {
                 Mode::Forward,
                 Divert::NotDiverted,
                 rx,
-                Arc::new(Notify::new()),
             ))
         });
         let park = with_parts(|s, _, shared, rx| {
