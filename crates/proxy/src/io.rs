@@ -5,7 +5,8 @@
 
 use std::future::Future;
 use std::io::{self, IoSlice};
-use std::task::Poll;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -72,33 +73,74 @@ where
 /// proxy complete at once, and a timer costs a clock read to arm (and an insertion into the
 /// timer wheel and a removal when the operation waits). The limit counts from that first
 /// poll, microseconds later than a timer armed up front would.
-pub async fn within<F, T>(limit: Duration, op: F) -> io::Result<T>
+pub fn within<F, T>(limit: Duration, op: F) -> Within<'static, F>
 where
     F: Future<Output = io::Result<T>>,
 {
-    within_deadline(&mut None, limit, op).await
+    Within {
+        op,
+        timer: None,
+        deadline: None,
+        limit,
+    }
 }
 
 /// [`within`] with a deadline shared by several operations: `deadline` is set to `limit`
 /// from now the first time one of them has to wait (unless the caller set it), and every
 /// later one ends there too.
-async fn within_deadline<F, T>(
+fn within_deadline<F, T>(
     deadline: &mut Option<tokio::time::Instant>,
     limit: Duration,
     op: F,
-) -> io::Result<T>
+) -> Within<'_, F>
 where
     F: Future<Output = io::Result<T>>,
 {
-    let mut op = std::pin::pin!(op);
-    let first = std::future::poll_fn(|cx| Poll::Ready(op.as_mut().poll(cx))).await;
-    if let Poll::Ready(done) = first {
-        return done;
+    Within {
+        op,
+        timer: None,
+        deadline: Some(deadline),
+        limit,
     }
-    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
-    match tokio::time::timeout_at(at, op).await {
-        Ok(r) => r,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`within`]. Written by hand rather than as an `async fn`: that kept the
+    /// operation twice in its state (the argument and its pinned copy), and every session
+    /// future holding one grew by some 600 bytes.
+    pub struct Within<'d, F> {
+        #[pin]
+        op: F,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+        deadline: Option<&'d mut Option<tokio::time::Instant>>,
+        limit: Duration,
+    }
+}
+
+impl<F, T> Future for Within<'_, F>
+where
+    F: Future<Output = io::Result<T>>,
+{
+    type Output = io::Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let mut this = self.project();
+        if let Poll::Ready(done) = this.op.poll(cx) {
+            return Poll::Ready(done);
+        }
+        if this.timer.is_none() {
+            let limit = *this.limit;
+            let at = match this.deadline.as_deref_mut() {
+                Some(shared) => *shared.get_or_insert_with(|| tokio::time::Instant::now() + limit),
+                None => tokio::time::Instant::now() + limit,
+            };
+            this.timer.set(Some(tokio::time::sleep_until(at)));
+        }
+        match this.timer.as_pin_mut().map(|timer| timer.poll(cx)) {
+            Some(Poll::Pending) => Poll::Pending,
+            _ => Poll::Ready(Err(io::ErrorKind::TimedOut.into())),
+        }
     }
 }
 
