@@ -216,7 +216,7 @@ pub fn freshen_headers<S: Fields, U: Fields>(stored: &S, update: &U) -> FieldLis
     let replaced = |name: &[u8]| {
         name.eq_ignore_ascii_case(b"date")
             || name.eq_ignore_ascii_case(b"age")
-            || (takes(name) && update.values(name).next().is_some())
+            || (takes(name) && update.first_named(name).is_some())
     };
     let mut merged = FieldList::new();
     for (name, value) in stored.lines().filter(|(n, _)| !replaced(n)) {

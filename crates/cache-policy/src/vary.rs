@@ -99,7 +99,7 @@ pub fn secondary_key<R: Fields>(names: &[u8], request: &R, out: &mut Vec<u8>) {
     out.clear();
     for name in names.split(|&b| b == b',').filter(|n| !n.is_empty()) {
         out.extend_from_slice(name);
-        if request.values(name).next().is_some() {
+        if request.first_named(name).is_some() {
             out.push(b':');
             if is_sorted_field(name) {
                 write_sorted_members(request, name, out);

@@ -2,8 +2,11 @@
 //! and loop while the connection stays persistent (RFC 9112 §9.3). Pipelined requests are read
 //! from the same buffer after the previous response, so they are answered in order (§9.3.2).
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
@@ -12,13 +15,8 @@ use sepia_http1::{
     HeaderId, Method, ParseError, RequestDecoder, RequestHead, ResponseHead, Version,
 };
 use sepia_observe::{AccessRecord, Hierarchy, ResultCode};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::Poll;
 use tokio::net::TcpStream;
-
 use tokio::sync::futures::OwnedNotified;
-
 use tokio::time::Instant;
 
 use crate::access::{self, RuleTarget};

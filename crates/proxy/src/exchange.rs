@@ -14,13 +14,12 @@ use sepia_http1::{
 };
 use sepia_observe::ResultCode;
 use tokio::io::AsyncReadExt;
-use tokio::time::Instant;
 
 use crate::client::ClientSide;
 use crate::errors::CONTINUE_100;
 use crate::heads::{self, Conditionals};
 use crate::intercept::Diverted;
-use crate::io::{read_more, write_parts_within};
+use crate::io::{read_by_deadline, write_parts_within};
 use crate::pool::OriginConn;
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError, Tee};
 use crate::shared::{RouteState, Shared};
@@ -350,7 +349,9 @@ async fn read_response_head(
     obuf: &mut BytesMut,
 ) -> Result<(), HeadError> {
     let t = &shared.config.timeouts;
-    let deadline = Instant::now() + t.origin_first_byte;
+    // The whole head (and any 1xx before it) within `origin_first_byte`, from the first read
+    // that has to wait.
+    let mut deadline = None;
     let mut decoder = ResponseDecoder::new(sepia_http1::Limits::default());
     let mut received_any = false;
     // Pipelined requests may arrive meanwhile; read them (bounded) so EOF is noticed.
@@ -376,16 +377,15 @@ async fn read_response_head(
         }
         let watch_client = cs.buf.len() < watch_limit;
         tokio::select! {
-            r = tokio::time::timeout_at(deadline, read_more(&mut origin.stream, obuf, ORIGIN_READ_ROOM, t.origin_first_byte)) => {
+            r = read_by_deadline(&mut origin.stream, obuf, ORIGIN_READ_ROOM, &mut deadline, t.origin_first_byte) => {
                 match r {
-                    Err(_) => return Err(HeadError::TimedOut),
-                    Ok(Err(e)) if e.kind() == io::ErrorKind::TimedOut => return Err(HeadError::TimedOut),
+                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(HeadError::TimedOut),
                     // A reset before any byte on a reused connection: the origin closed it idle.
-                    Ok(Err(_)) if !received_any => return Err(HeadError::NothingReceived),
-                    Ok(Err(_)) => return Err(HeadError::Invalid),
-                    Ok(Ok(0)) if !received_any => return Err(HeadError::NothingReceived),
-                    Ok(Ok(0)) => return Err(HeadError::Invalid),
-                    Ok(Ok(_)) => received_any = true,
+                    Err(_) if !received_any => return Err(HeadError::NothingReceived),
+                    Err(_) => return Err(HeadError::Invalid),
+                    Ok(0) if !received_any => return Err(HeadError::NothingReceived),
+                    Ok(0) => return Err(HeadError::Invalid),
+                    Ok(_) => received_any = true,
                 }
             }
             r = cs.stream.read_buf(&mut cs.buf), if watch_client => {
@@ -432,12 +432,7 @@ pub async fn relay_response(
         keep_client,
         result: ResultCode::TcpMiss,
         peer: Some(origin.addr.ip()),
-        // For the access log only (a `Bytes` clone is two atomic operations).
-        content_type: shared
-            .log
-            .is_enabled()
-            .then(|| resp.get(HeaderId::ContentType).cloned())
-            .flatten(),
+        content_type: shared.for_log(|| resp.get(HeaderId::ContentType).cloned()),
         local: None,
         body_complete: false,
     };

@@ -157,7 +157,7 @@ async fn accept_loop(bound: Bound, shared: Arc<Shared>, tracker: Arc<Tracker>) {
 
 /// What a client connection carries between its session task and its parked state. Kept to
 /// five words: the peer address is asked of the socket again when a parked connection wakes
-/// (one syscall per resumption, at most once a second per client) and the shutdown receiver is
+/// (one syscall per resumption, at most once a second per client) and the shutdown signal is
 /// cloned from the tracker, so neither is stored while the client is idle.
 struct Conn {
     shared: Arc<Shared>,
@@ -308,7 +308,7 @@ mod tests {
     use super::*;
 
     /// Runs `measure` with a connected socket, its peer address, the built-in configuration's
-    /// shared state and a shutdown receiver, on a throwaway runtime.
+    /// shared state and a shutdown signal, on a throwaway runtime.
     fn with_parts<T>(
         measure: impl FnOnce(TcpStream, SocketAddr, Arc<Shared>, Arc<Shutdown>) -> T,
     ) -> T {
@@ -322,8 +322,7 @@ mod tests {
             let s = TcpStream::connect(addr).await.unwrap();
             let config = Arc::new(Config::builtin_default());
             let shared = Arc::new(Shared::new(config, AccessLog::disabled()).unwrap());
-            let rx = Arc::default();
-            measure(s, addr, shared, rx)
+            measure(s, addr, shared, Arc::default())
         })
     }
 
@@ -348,18 +347,18 @@ mod tests {
 
     #[test]
     fn a_parked_connection_is_small() {
-        let serve = with_parts(|s, addr, shared, rx| {
+        let serve = with_parts(|s, addr, shared, shutdown| {
             std::mem::size_of_val(&client::serve(
                 shared,
                 s,
                 addr,
                 Mode::Forward,
                 Divert::NotDiverted,
-                rx,
+                shutdown,
             ))
         });
-        let park = with_parts(|s, _, shared, rx| {
-            let tracker = Arc::new(Tracker::new(rx));
+        let park = with_parts(|s, _, shared, shutdown| {
+            let tracker = Arc::new(Tracker::new(shutdown));
             let conn = Conn {
                 shared,
                 mode: Mode::Forward,

@@ -34,6 +34,12 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// A value only the access log reads, computed only when the log is on: a `Bytes` clone
+    /// is two atomic operations that a hit would otherwise pay for nothing.
+    pub fn for_log<T>(&self, value: impl FnOnce() -> Option<T>) -> Option<T> {
+        self.log.is_enabled().then(value).flatten()
+    }
+
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
     pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<Shared> {
         let limits = Limits {

@@ -9,11 +9,10 @@ use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{is_storable, select_for_update, FieldList, Fields, StoredMeta};
 use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
 use sepia_store::{FillWriter, Object};
-use tokio::time::Instant;
 
 use super::{freshened, publish_response, republish, unix_now, HeadFields, Meta};
 use crate::exchange::{obtain, Origins};
-use crate::io::{read_more, write_parts_within};
+use crate::io::{read_by_deadline, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
 use crate::shared::Shared;
 use sepia_http1::HeaderId;
@@ -68,7 +67,7 @@ async fn revalidate(
     let mut obuf = BytesMut::with_capacity(16 * 1024);
     let mut resp = ResponseHead::default();
     let mut decoder = ResponseDecoder::new(Limits::default());
-    let deadline = Instant::now() + t.origin_first_byte;
+    let mut deadline = None;
     loop {
         match decoder.decode(&mut obuf, &mut resp) {
             Ok(true) if (100..200).contains(&resp.status) => continue,
@@ -76,14 +75,10 @@ async fn revalidate(
             Ok(false) => {}
             Err(_) => return Err("invalid response"),
         }
-        let read = read_more(
-            &mut origin.stream,
-            &mut obuf,
-            16 * 1024,
-            t.origin_first_byte,
-        );
-        match tokio::time::timeout_at(deadline, read).await {
-            Ok(Ok(n)) if n > 0 => {}
+        let room = 16 * 1024;
+        let limit = t.origin_first_byte;
+        match read_by_deadline(&mut origin.stream, &mut obuf, room, &mut deadline, limit).await {
+            Ok(n) if n > 0 => {}
             _ => return Err("no response"),
         }
     }

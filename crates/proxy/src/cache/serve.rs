@@ -54,12 +54,7 @@ pub async fn serve_object(
         keep_client: keep,
         result,
         peer: None,
-        // For the access log only: cloning a `Bytes` is two atomic operations per hit.
-        content_type: shared
-            .log
-            .is_enabled()
-            .then(|| entry.content_type.clone())
-            .flatten(),
+        content_type: shared.for_log(|| entry.content_type.clone()),
         local: None,
         body_complete: false,
     };
@@ -215,12 +210,7 @@ pub async fn serve_fill(
         // Squid's tag for a client served from another's fill (collapsed forwarding).
         result: ResultCode::TcpCfHit,
         peer: None,
-        // For the access log only: cloning a `Bytes` is two atomic operations per hit.
-        content_type: shared
-            .log
-            .is_enabled()
-            .then(|| entry.content_type.clone())
-            .flatten(),
+        content_type: shared.for_log(|| entry.content_type.clone()),
         local: None,
         body_complete: false,
     };
