@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Where a miss costs, per request, for Sepia and haproxy side by side (and more Sepia builds).
+
+    bench/tools/miss_anatomy.py --sepia-bin target/release/sepia [--also NAME=BIN ...]
+                                [--reps 3] [--duration 5] [--port-base 19000]
+
+Starts the benchmark origin (nginx, CPU 0), each Sepia build and haproxy (CPU 1, configs from
+bench/peers/), then runs `wrk -t1 -c100` with bench/tools/miss.lua against each in turn,
+interleaved, and prints per request: the proxy's CPU-µs, voluntary context switches (its
+sleeps) and page faults; the origin's and wrk's CPU-µs and sleeps; CPU idle shares; the
+rescheduling (RES) and function-call (CAL) IPIs each CPU received; TCP segments sent. Medians
+last. A diagnostic for the miss case of bench/run.sh, which stays the benchmark of record.
+Needs nginx, haproxy, wrk, curl and GNU time.
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid):
+    out = [pid]
+    for t in glob.glob(f"/proc/{pid}/task/*/children"):
+        for c in open(t).read().split():
+            out += tree(int(c))
+    return out
+
+
+def proc_stat(pid):
+    """(CPU seconds, voluntary switches, minor faults) over the process tree."""
+    cpu = vol = flt = 0
+    for p in tree(pid):
+        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
+        cpu += int(f[11]) + int(f[12])
+        flt += int(f[7])
+        for t in glob.glob(f"/proc/{p}/task/*/status"):
+            vol += int(re.search(r"\nvoluntary_ctxt_switches:\s+(\d+)", open(t).read()).group(1))
+    return cpu / HZ, vol, flt
+
+
+def system_stat():
+    idle, irq, net = {}, {}, {}
+    for line in open("/proc/stat"):
+        if re.match(r"cpu\d", line):
+            f = line.split()
+            idle[f[0]] = (int(f[4]) + int(f[5])) / HZ
+    for line in open("/proc/interrupts"):
+        f = line.split()
+        if f and f[0] in ("RES:", "CAL:"):
+            irq[f[0]] = (int(f[1]), int(f[2]))
+    lines = open("/proc/net/snmp").read().splitlines()
+    for h, v in zip(lines[::2], lines[1::2]):
+        if h.startswith("Tcp:"):
+            net = dict(zip(h.split()[1:], map(int, v.split()[1:])))
+    return idle, irq, net
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sepia-bin", required=True)
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=BIN")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--port-base", type=int, default=19000)
+    a = ap.parse_args()
+    run = tempfile.mkdtemp(prefix="miss-anatomy-")
+    origin_port = a.port_base
+    os.makedirs(f"{run}/origin/tmp")
+    os.makedirs(f"{run}/www")
+    open(f"{run}/www/1k", "w").write("x" * 1024)
+    os.chmod(run, 0o755)
+    procs = []
+
+    def render(src, dst, port, name=""):
+        text = open(src).read()
+        for k, v in (("@RUN@", run), ("@PORT@", str(port)), ("@ORIGIN_PORT@", str(origin_port)),
+                     ("@ORIGIN@", str(origin_port)), ("@NAME@", name)):
+            text = text.replace(k, v)
+        open(dst, "w").write(text)
+
+    def launch(cpu, args, env=None):
+        p = subprocess.Popen(["taskset", "-c", str(cpu)] + args, stdout=subprocess.DEVNULL,
+                             stderr=open(f"{run}/stderr.log", "a"), env=env)
+        procs.append(p)
+        return p
+
+    def ready(port):
+        for _ in range(100):
+            r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                f"http://127.0.0.1:{port}/1k"], capture_output=True, text=True)
+            if r.stdout == "200":
+                return
+            time.sleep(0.1)
+        raise SystemExit(f"nothing answers on port {port}: see {run}/stderr.log")
+
+    def pin(pid, cpu):
+        for p in tree(pid):
+            subprocess.run(["taskset", "-a", "-cp", str(cpu), str(p)], stdout=subprocess.DEVNULL)
+
+    try:
+        render(f"{BENCH}/peers/origin.nginx.conf", f"{run}/origin/nginx.conf", origin_port, "origin")
+        origin = launch(0, ["nginx", "-p", f"{run}/origin/", "-c", f"{run}/origin/nginx.conf",
+                            "-g", "daemon off;"])
+        ready(origin_port)
+        pin(origin.pid, 0)
+        targets = {}
+        port = origin_port + 1
+        for name, binary in [("sepia", a.sepia_bin)] + [x.split("=", 1) for x in a.also]:
+            os.makedirs(f"{run}/{name}")
+            render(f"{BENCH}/peers/sepia.toml", f"{run}/{name}/sepia.toml", port)
+            env = dict(os.environ, SEPIA_LOG="warn")
+            targets[name] = (launch(1, [binary, "--config", f"{run}/{name}/sepia.toml"], env), port)
+            port += 1
+        os.makedirs(f"{run}/haproxy")
+        render(f"{BENCH}/peers/haproxy.cfg", f"{run}/haproxy/haproxy.cfg", port)
+        targets["haproxy"] = (launch(1, ["haproxy", "-db", "-f", f"{run}/haproxy/haproxy.cfg"]), port)
+        for p, port in targets.values():
+            ready(port)
+            pin(p.pid, 1)
+        worker = [p for p in tree(origin.pid) if p != origin.pid][0]
+        rows = {n: [] for n in targets}
+        for rep in range(a.reps):
+            for name, (p, port) in targets.items():
+                wrk = ["taskset", "-c", "0", "wrk", "-t1", "-c100", "-s", f"{BENCH}/tools/miss.lua",
+                       f"http://127.0.0.1:{port}/", "--"]
+                warm = wrk[:5] + ["-d1s"] + wrk[5:] + [f"warm-{rep}-{name}-{time.time()}"]
+                subprocess.run(warm, capture_output=True)
+                p0, o0, s0, t0 = proc_stat(p.pid), proc_stat(worker), system_stat(), time.time()
+                out = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S %w"] + wrk[:5]
+                                     + [f"-d{a.duration}s"] + wrk[5:] + [f"run-{rep}-{name}-{time.time()}"],
+                                     capture_output=True, text=True)
+                wall = time.time() - t0
+                p1, o1, s1 = proc_stat(p.pid), proc_stat(worker), system_stat()
+                n = int(re.search(r"(\d+) requests in", out.stdout).group(1))
+                wu, ws, wv = (float(x) for x in re.search(r"TIME (\S+) (\S+) (\S+)", out.stderr).groups())
+                row = {
+                    "req/s": n / wall,
+                    "proxy_us": (p1[0] - p0[0]) / n * 1e6,
+                    "proxy_sleeps": (p1[1] - p0[1]) / n,
+                    "proxy_faults": (p1[2] - p0[2]) / n,
+                    "origin_us": (o1[0] - o0[0]) / n * 1e6,
+                    "origin_sleeps": (o1[1] - o0[1]) / n,
+                    "wrk_us": (wu + ws) / n * 1e6,
+                    "wrk_sleeps": wv / n,
+                    "idle_cpu0": (s1[0]["cpu0"] - s0[0]["cpu0"]) / wall,
+                    "idle_cpu1": (s1[0]["cpu1"] - s0[0]["cpu1"]) / wall,
+                    "RES_cpu0": (s1[1]["RES:"][0] - s0[1]["RES:"][0]) / n,
+                    "CAL_cpu1": (s1[1]["CAL:"][1] - s0[1]["CAL:"][1]) / n,
+                    "tcp_segs_out": (s1[2]["OutSegs"] - s0[2]["OutSegs"]) / n,
+                }
+                rows[name].append(row)
+                print(f"rep {rep + 1} {name:8}", " ".join(f"{k}={v:.3f}" if v < 100 else f"{k}={v:,.0f}"
+                                                        for k, v in row.items()), flush=True)
+        print("medians:")
+        for name, rs in rows.items():
+            print(f"  {name:8}", " ".join(f"{k}={statistics.median(r[k] for r in rs):.3f}" for k in rs[0]))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait()
+        shutil.rmtree(run, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
