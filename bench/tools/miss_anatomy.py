@@ -22,28 +22,21 @@ import subprocess
 import tempfile
 import time
 
+from proc import CLK_TCK, cpu_seconds, stat_fields, tree
+
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-HZ = os.sysconf("SC_CLK_TCK")
-
-
-def tree(pid):
-    out = [pid]
-    for t in glob.glob(f"/proc/{pid}/task/*/children"):
-        for c in open(t).read().split():
-            out += tree(int(c))
-    return out
 
 
 def proc_stat(pid):
     """(CPU seconds, voluntary switches, minor faults) over the process tree."""
-    cpu = vol = flt = 0
-    for p in tree(pid):
-        f = open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()
-        cpu += int(f[11]) + int(f[12])
-        flt += int(f[7])
+    pids = tree(pid)
+    # after "pid (comm) ": minflt is field 7 (as in proc.py's utime=11, stime=12)
+    flt = sum(int(stat_fields(p)[7]) for p in pids)
+    vol = 0
+    for p in pids:
         for t in glob.glob(f"/proc/{p}/task/*/status"):
             vol += int(re.search(r"\nvoluntary_ctxt_switches:\s+(\d+)", open(t).read()).group(1))
-    return cpu / HZ, vol, flt
+    return cpu_seconds(pids), vol, flt
 
 
 def system_stat():
@@ -51,7 +44,7 @@ def system_stat():
     for line in open("/proc/stat"):
         if re.match(r"cpu\d", line):
             f = line.split()
-            idle[f[0]] = (int(f[4]) + int(f[5])) / HZ
+            idle[f[0]] = (int(f[4]) + int(f[5])) / CLK_TCK
     for line in open("/proc/interrupts"):
         f = line.split()
         if f and f[0] in ("RES:", "CAL:"):

@@ -25,7 +25,7 @@ use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError, Tee};
 use crate::shared::{RouteState, Shared};
 
 /// Room for an origin's response head (and the start of its body) in one read.
-const ORIGIN_READ_ROOM: usize = 16 * 1024;
+pub(crate) const ORIGIN_READ_ROOM: usize = 16 * 1024;
 
 /// Where the request goes.
 pub enum Origins<'a> {

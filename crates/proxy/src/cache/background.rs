@@ -11,7 +11,7 @@ use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
 use sepia_store::{FillWriter, Object};
 
 use super::{freshened, publish_response, republish, unix_now, HeadFields, Meta};
-use crate::exchange::{obtain, Origins};
+use crate::exchange::{obtain, Origins, ORIGIN_READ_ROOM};
 use crate::io::{read_by_deadline, write_parts_within};
 use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
 use crate::shared::Shared;
@@ -64,7 +64,7 @@ async fn revalidate(
     write_parts_within(&mut origin.stream, &[head], t.origin_first_byte)
         .await
         .map_err(|_| "sending the request failed")?;
-    let mut obuf = BytesMut::with_capacity(16 * 1024);
+    let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
     let mut resp = ResponseHead::default();
     let mut decoder = ResponseDecoder::new(Limits::default());
     let mut deadline = None;
@@ -75,7 +75,7 @@ async fn revalidate(
             Ok(false) => {}
             Err(_) => return Err("invalid response"),
         }
-        let room = 16 * 1024;
+        let room = ORIGIN_READ_ROOM;
         let limit = t.origin_first_byte;
         match read_by_deadline(&mut origin.stream, &mut obuf, room, &mut deadline, limit).await {
             Ok(n) if n > 0 => {}
