@@ -55,20 +55,20 @@ fn decode_all(input: &[u8], split: usize) -> Vec<Seen> {
 
 fn check_request(head: &RequestHead) {
     assert!(head.raw.len() <= LIMITS.max_head_bytes);
-    assert!(head.headers.len() <= LIMITS.max_headers);
+    assert!(head.headers().len() <= LIMITS.max_headers);
     assert!(head.raw.ends_with(b"\n\n") || head.raw.ends_with(b"\n\r\n"));
     assert!(
         !(head.chunked && head.content_length.is_some()),
         "CL and TE both set"
     );
-    assert_eq!(head.method, Method::from_bytes(&head.method_raw));
-    assert!(!head.method_raw.is_empty() && !head.target.is_empty());
-    check_head_slices(&head.raw, head.headers.iter().map(|h| (&h.name, &h.value)));
-    check_head_slices(&head.raw, [(&head.method_raw, &head.target)]);
-    for h in &head.headers {
-        assert_eq!(h.id, HeaderId::from_name(&h.name));
+    assert_eq!(head.method, Method::from_bytes(head.method_raw()));
+    assert!(!head.method_raw().is_empty() && !head.target().is_empty());
+    check_head_slices(&head.raw, head.headers().iter().map(|h| (h.name, h.value)));
+    check_head_slices(&head.raw, [(head.method_raw(), head.target())]);
+    for h in head.headers().iter() {
+        assert_eq!(h.id, HeaderId::from_name(h.name));
     }
-    let hosts = head.get_all(HeaderId::Host).count();
+    let hosts = head.headers().get_all(HeaderId::Host).count();
     assert!(hosts <= 1);
     if head.version == Version::Http11 {
         assert_eq!(hosts, 1, "HTTP/1.1 without Host accepted");

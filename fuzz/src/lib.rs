@@ -271,7 +271,7 @@ mod tests {
 /// and NUL, and that names are non-empty.
 pub fn check_head_slices<'a>(
     raw: &sepia_http1::Bytes,
-    fields: impl IntoIterator<Item = (&'a sepia_http1::Bytes, &'a sepia_http1::Bytes)>,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) {
     let range = raw.as_ptr_range();
     for (name, value) in fields {

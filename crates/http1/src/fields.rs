@@ -1,9 +1,9 @@
 //! Interpreting the few header fields that decide how a message is framed and whether its
 //! connection survives: Content-Length, Transfer-Encoding, Connection, Host, Expect. Each value
-//! is looked at once, while the parsed fields are copied into `Header` slices.
+//! is looked at once, while the parsed fields are recorded.
 
 use crate::error::ParseError;
-use crate::header_id::{Header, HeaderId};
+use crate::header_id::HeaderId;
 
 /// Splits a comma-separated list (RFC 9110 §5.6.1) into trimmed elements, skipping empty ones
 /// as the RFC requires recipients to do.
@@ -25,14 +25,6 @@ pub(crate) fn trim_ows(s: &[u8]) -> &[u8] {
 /// True when the comma-separated `value` lists `token` (case-insensitive).
 pub(crate) fn list_contains(value: &[u8], token: &[u8]) -> bool {
     list_elements(value).any(|e| e.eq_ignore_ascii_case(token))
-}
-
-/// True when any Connection field in `headers` lists `name` (RFC 9110 §7.6.1).
-pub(crate) fn connection_lists(headers: &[Header], name: &[u8]) -> bool {
-    headers
-        .iter()
-        .filter(|h| h.id == HeaderId::Connection)
-        .any(|h| list_contains(&h.value, name))
 }
 
 /// tchar (RFC 9110 §5.6.2).

@@ -1,11 +1,12 @@
 //! What request and response decoding share: locating a complete head in the read buffer within
-//! the limits, mapping httparse's errors, and turning parsed fields into `Header` slices.
+//! the limits, mapping httparse's errors, and recording parsed fields as positions in the head.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BytesMut};
 
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
-use crate::header_id::{Header, HeaderId};
+use crate::header_id::HeaderId;
+use crate::header_list::Field;
 use crate::scanner::HeadScanner;
 use crate::types::Limits;
 
@@ -67,11 +68,12 @@ pub(crate) fn expect_complete(
     }
 }
 
-/// Converts parsed fields to `Header`s that slice `raw` (no copy) and notes the framing fields.
+/// Records parsed fields as positions in `raw` (no copy, no reference count touched) and notes
+/// the framing fields.
 pub(crate) fn collect_headers(
-    raw: &Bytes,
+    raw: &[u8],
     parsed: &[httparse::Header<'_>],
-    out: &mut Vec<Header>,
+    out: &mut Vec<Field>,
     summary: &mut FieldSummary,
 ) -> Result<(), ParseError> {
     for field in parsed {
@@ -81,11 +83,7 @@ pub(crate) fn collect_headers(
         }
         let id = HeaderId::from_name(name);
         summary.add(id, field.value)?;
-        out.push(Header {
-            id,
-            name: raw.slice_ref(name),
-            value: raw.slice_ref(field.value),
-        });
+        out.push(Field::within(raw, id, name, field.value));
     }
     Ok(())
 }

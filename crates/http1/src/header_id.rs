@@ -1,8 +1,6 @@
 //! Known header names, classified once while parsing so the rest of the proxy compares a `u8`
 //! instead of strings (Squid spent a measurable share of its time in `httpHeaderIdByName`).
 
-use bytes::Bytes;
-
 /// The header fields the proxy reads. Field names are case-insensitive (RFC 9110 §5.1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -175,15 +173,6 @@ impl HeaderId {
                 | HeaderId::Trailer
         )
     }
-}
-
-/// One header field line. `name` and `value` are slices of the head's frozen buffer (never
-/// copies); the value has no leading or trailing whitespace (RFC 9112 §5.1).
-#[derive(Clone, Debug)]
-pub struct Header {
-    pub id: HeaderId,
-    pub name: Bytes,
-    pub value: Bytes,
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod error;
 mod fields;
 mod head;
 mod header_id;
+mod header_list;
 mod length;
 mod request;
 mod response;
@@ -46,7 +47,8 @@ pub use encode::{
 };
 pub use error::{ChunkError, ParseError};
 pub use head::MAX_HEADERS_CAP;
-pub use header_id::{Header, HeaderId};
+pub use header_id::HeaderId;
+pub use header_list::{Header, HeaderList};
 pub use length::LengthDecoder;
 pub use request::{RequestDecoder, RequestHead, TargetForm};
 pub use response::{ResponseDecoder, ResponseHead};

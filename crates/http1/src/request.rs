@@ -6,9 +6,10 @@ use std::mem::MaybeUninit;
 use bytes::{Bytes, BytesMut};
 
 use crate::error::ParseError;
-use crate::fields::{self, FieldSummary};
+use crate::fields::FieldSummary;
 use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
-use crate::header_id::{Header, HeaderId};
+use crate::header_id::HeaderId;
+use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
 use crate::types::{BodyFraming, Limits, Method, Version};
 
@@ -25,18 +26,18 @@ pub enum TargetForm {
     Asterisk,
 }
 
-/// A parsed request head. All byte fields are slices of `raw` (the frozen head buffer), never
-/// copies. Reused across keep-alive requests: `clear()` keeps the `headers` Vec's capacity.
+/// A parsed request head. Its parts are positions in `raw` (the frozen head buffer), never
+/// copies, read through methods that return slices of it. Reused across keep-alive requests: `clear()` keeps the `headers` Vec's capacity.
 #[derive(Clone, Debug, Default)]
 pub struct RequestHead {
     /// The whole head, request line through the empty line.
     pub raw: Bytes,
     pub method: Method,
-    pub method_raw: Bytes,
-    /// The request-target as sent (origin-form, absolute-form, authority-form or `*`).
-    pub target: Bytes,
+    method_raw: Span,
+    target: Span,
     pub version: Version,
-    pub headers: Vec<Header>,
+    /// The field lines, as positions in `raw` (see [`HeaderList`]).
+    pub(crate) fields: Vec<Field>,
     /// Validated Content-Length (equal duplicates folded); never set together with `chunked`.
     pub content_length: Option<u64>,
     /// Transfer-Encoding is present and its only coding is chunked.
@@ -49,41 +50,48 @@ pub struct RequestHead {
 }
 
 impl RequestHead {
-    /// Empties the head for reuse, keeping the `headers` allocation.
+    /// Empties the head for reuse, keeping the field list's allocation.
     pub fn clear(&mut self) {
         self.raw = Bytes::new();
         self.method = Method::Get;
-        self.method_raw = Bytes::new();
-        self.target = Bytes::new();
+        self.method_raw = Span::default();
+        self.target = Span::default();
         self.version = Version::Http11;
-        self.headers.clear();
+        self.fields.clear();
         self.content_length = None;
         self.chunked = false;
         self.keep_alive = false;
         self.expect_continue = false;
     }
 
-    /// The first value of the field `id`.
-    pub fn get(&self, id: HeaderId) -> Option<&Bytes> {
-        self.headers.iter().find(|h| h.id == id).map(|h| &h.value)
+    /// The method as sent.
+    pub fn method_raw(&self) -> &[u8] {
+        self.method_raw.get(&self.raw)
     }
 
-    /// Every value of the field `id`, in order.
-    pub fn get_all(&self, id: HeaderId) -> impl Iterator<Item = &Bytes> {
-        self.headers
-            .iter()
-            .filter(move |h| h.id == id)
-            .map(|h| &h.value)
+    /// The request-target as sent (origin-form, absolute-form, authority-form or `*`).
+    pub fn target(&self) -> &[u8] {
+        self.target.get(&self.raw)
+    }
+
+    /// The header fields, in the order received.
+    pub fn headers(&self) -> HeaderList<'_> {
+        HeaderList::new(&self.raw, &self.fields)
+    }
+
+    /// The first value of the field `id`.
+    pub fn get(&self, id: HeaderId) -> Option<&[u8]> {
+        self.headers().get(id)
     }
 
     /// The Host header value (at most one exists in an accepted request).
-    pub fn host(&self) -> Option<&Bytes> {
+    pub fn host(&self) -> Option<&[u8]> {
         self.get(HeaderId::Host)
     }
 
     /// True when a Connection header lists `name` as a token (case-insensitive), RFC 9110 §7.6.1.
     pub fn connection_lists(&self, name: &[u8]) -> bool {
-        fields::connection_lists(&self.headers, name)
+        self.headers().connection_lists(name)
     }
 
     /// RFC 9112 §6.3 for requests: a request body is there only when Transfer-Encoding or
@@ -98,7 +106,7 @@ impl RequestHead {
 
     /// Which form the request-target has; accepted requests always have a valid one.
     pub fn target_form(&self) -> TargetForm {
-        target_form(self.method, &self.target).unwrap_or(TargetForm::Origin)
+        target_form(self.method, self.target()).unwrap_or(TargetForm::Origin)
     }
 }
 
@@ -156,14 +164,14 @@ fn parse_request(out: &mut RequestHead, limits: &Limits) -> Result<(), ParseErro
     };
     out.version =
         Version::from_minor(minor).ok_or(ParseError::Malformed("unsupported HTTP version"))?;
-    out.method_raw = raw.slice_ref(method.as_bytes());
+    out.method_raw = Span::of(raw, method.as_bytes());
     out.method = Method::from_bytes(method.as_bytes());
-    out.target = raw.slice_ref(target.as_bytes());
+    out.target = Span::of(raw, target.as_bytes());
 
     let mut summary = FieldSummary::default();
-    collect_headers(raw, req.headers, &mut out.headers, &mut summary)?;
+    collect_headers(raw, req.headers, &mut out.fields, &mut summary)?;
     validate_host(out, &summary)?;
-    if target_form(out.method, &out.target).is_none() {
+    if target_form(out.method, out.target()).is_none() {
         return Err(ParseError::Malformed("invalid request-target"));
     }
 

@@ -6,13 +6,14 @@ use std::mem::MaybeUninit;
 use bytes::{Bytes, BytesMut};
 
 use crate::error::ParseError;
-use crate::fields::{self, FieldSummary};
+use crate::fields::FieldSummary;
 use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
-use crate::header_id::{Header, HeaderId};
+use crate::header_id::HeaderId;
+use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
 use crate::types::{BodyFraming, Limits, Method, Version};
 
-/// A parsed response head; byte fields are slices of `raw`. Reusable like `RequestHead`.
+/// A parsed response head; its parts are positions in `raw`. Reusable like `RequestHead`.
 #[derive(Clone, Debug, Default)]
 pub struct ResponseHead {
     /// The whole head, status line through the empty line (with any obs-fold already replaced
@@ -21,8 +22,9 @@ pub struct ResponseHead {
     pub version: Version,
     /// 100..=999 (RFC 9110 §15 reserves 600..999 but origins do send them).
     pub status: u16,
-    pub reason: Bytes,
-    pub headers: Vec<Header>,
+    reason: Span,
+    /// The field lines, as positions in `raw` (see [`HeaderList`]).
+    pub(crate) fields: Vec<Field>,
     /// Validated Content-Length; `None` when Transfer-Encoding overrode it.
     pub content_length: Option<u64>,
     pub chunked: bool,
@@ -33,34 +35,36 @@ pub struct ResponseHead {
 }
 
 impl ResponseHead {
-    /// Empties the head for reuse, keeping the `headers` allocation.
+    /// Empties the head for reuse, keeping the field list's allocation.
     pub fn clear(&mut self) {
         self.raw = Bytes::new();
         self.version = Version::Http11;
         self.status = 0;
-        self.reason = Bytes::new();
-        self.headers.clear();
+        self.reason = Span::default();
+        self.fields.clear();
         self.content_length = None;
         self.chunked = false;
         self.keep_alive = false;
     }
 
-    /// The first value of the field `id`.
-    pub fn get(&self, id: HeaderId) -> Option<&Bytes> {
-        self.headers.iter().find(|h| h.id == id).map(|h| &h.value)
+    /// The reason phrase as sent (possibly empty).
+    pub fn reason(&self) -> &[u8] {
+        self.reason.get(&self.raw)
     }
 
-    /// Every value of the field `id`, in order.
-    pub fn get_all(&self, id: HeaderId) -> impl Iterator<Item = &Bytes> {
-        self.headers
-            .iter()
-            .filter(move |h| h.id == id)
-            .map(|h| &h.value)
+    /// The header fields, in the order received.
+    pub fn headers(&self) -> HeaderList<'_> {
+        HeaderList::new(&self.raw, &self.fields)
+    }
+
+    /// The first value of the field `id`.
+    pub fn get(&self, id: HeaderId) -> Option<&[u8]> {
+        self.headers().get(id)
     }
 
     /// True when a Connection header lists `name` as a token (case-insensitive), RFC 9110 §7.6.1.
     pub fn connection_lists(&self, name: &[u8]) -> bool {
-        fields::connection_lists(&self.headers, name)
+        self.headers().connection_lists(name)
     }
 
     /// RFC 9112 §6.3: no body for HEAD, 1xx, 204 and 304 (rule 1), nor for a 2xx to CONNECT
@@ -163,10 +167,13 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
         return Err(ParseError::Malformed("invalid status code"));
     }
     out.status = code;
-    out.reason = raw.slice_ref(resp.reason.unwrap_or("").as_bytes());
+    out.reason = match resp.reason {
+        Some(reason) => Span::of(raw, reason.as_bytes()),
+        None => Span::default(),
+    };
 
     let mut summary = FieldSummary::default();
-    collect_headers(raw, resp.headers, &mut out.headers, &mut summary)?;
+    collect_headers(raw, resp.headers, &mut out.fields, &mut summary)?;
     let both = summary.codings.present && summary.content_length.is_some();
     if summary.codings.present && out.version == Version::Http10 {
         // RFC 9112 §6.1: treat the framing as faulty.
@@ -178,7 +185,7 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
     if both {
         // §6.3 rule 3: Transfer-Encoding overrides Content-Length, and a sender "MUST remove the
         // received Content-Length field prior to forwarding such a message".
-        out.headers.retain(|h| h.id != HeaderId::ContentLength);
+        out.fields.retain(|h| h.id != HeaderId::ContentLength);
         out.content_length = None;
     } else {
         out.content_length = summary.content_length;

@@ -56,7 +56,7 @@ fn main() {
         body_bytes += drain_body(&mut responses);
     }
     let stats = region.change();
-    assert_eq!(req.headers.len(), 10);
+    assert_eq!(req.headers().len(), 10);
     assert_eq!(body_bytes, 1024 * ROUNDS);
     assert!(requests.is_empty() && responses.is_empty());
     println!(

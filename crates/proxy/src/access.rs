@@ -89,7 +89,7 @@ async fn decide(
             let path_start = sepia_cache_policy::key_origin(url_buf).len();
             (url_buf, &url_buf[path_start..])
         }
-        None => (&req.target, b""),
+        None => (req.target(), b""),
     };
     let fields = Fields(req);
     // Declared before `facts` so that the facts can borrow them once they are known.
@@ -107,7 +107,7 @@ async fn decide(
         },
         host,
         port: target.port,
-        method: &req.method_raw,
+        method: req.method_raw(),
         url,
         path,
         headers: &fields,
@@ -211,7 +211,7 @@ struct Fields<'a>(&'a RequestHead);
 impl HeaderLookup for Fields<'_> {
     fn any_value(&self, name: &str, matches: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         // Well-known names are matched by the id the codec assigned at parse time.
-        HeadFields(&self.0.headers)
+        HeadFields(self.0.headers())
             .values(name.as_bytes())
             .any(matches)
     }

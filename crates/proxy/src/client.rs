@@ -360,7 +360,7 @@ async fn dispatch(
             return local_error(405, "CONNECT is not allowed here", false);
         }
         if let Some(rules) = rules {
-            let target = RuleTarget::connect(&req.target);
+            let target = RuleTarget::connect(req.target());
             let denied = access::enforce(shared, cs, req, target, rules, no_body_pending);
             if let Some(denied) = denied.await {
                 return denied;
@@ -368,7 +368,7 @@ async fn dispatch(
         }
         return Box::pin(tunnel::connect(shared, cs, req)).await;
     }
-    let absolute = match parse_absolute(&req.target) {
+    let absolute = match parse_absolute(&req.raw, req.target()) {
         Ok(t) => Some(t),
         Err(TargetError::NotAbsolute) => None,
         Err(TargetError::UnsupportedScheme) => {
@@ -384,7 +384,7 @@ async fn dispatch(
             Some(t) => RuleTarget::url(&t.authority, &t.origin_form),
             None if mode != Mode::Forward => req
                 .host()
-                .and_then(|host| RuleTarget::url(host, &req.target)),
+                .and_then(|host| RuleTarget::url(host, req.target())),
             None => None,
         };
         let denied = access::enforce(shared, cs, req, target, rules, no_body_pending);
@@ -419,30 +419,32 @@ async fn dispatch(
             cache::handle(shared, cs, req, up, &target.authority, &target.origin_form).await
         }
         Mode::Reverse => {
-            let (host_value, origin_form): (Bytes, Bytes) = match absolute {
-                Some(t) => (t.authority, t.origin_form),
+            // Borrowed from the request head (or the parsed absolute target): a cache hit
+            // takes no reference count on the head for them.
+            let (host_value, origin_form): (&[u8], &[u8]) = match &absolute {
+                Some(t) => (&t.authority, &t.origin_form),
                 None => match req.host() {
-                    Some(h) => (h.clone(), req.target.clone()),
+                    Some(h) => (h, req.target()),
                     None => return local_error(400, "missing Host", false),
                 },
             };
-            let Some(auth) = split_authority(&host_value) else {
+            let Some(auth) = split_authority(host_value) else {
                 return local_error(400, "invalid Host", false);
             };
             let Some((route, state)) = shared.route(auth.host) else {
                 return local_error(404, "no route for this host", no_body_pending);
             };
             let host: Option<&[u8]> = match &route.host_header {
-                HostHeader::Pass => Some(&host_value),
+                HostHeader::Pass => Some(host_value),
                 HostHeader::Origin => None,
                 HostHeader::Fixed(v) => Some(v.as_bytes()),
             };
             let up = Upstream {
-                target: &origin_form,
+                target: origin_form,
                 host,
                 origins: Origins::Route(state),
             };
-            cache::handle(shared, cs, req, up, &host_value, &origin_form).await
+            cache::handle(shared, cs, req, up, host_value, origin_form).await
         }
         Mode::Intercept | Mode::Tproxy => {
             let routed = intercept::route(shared, &cs.divert, req, absolute, no_body_pending);
@@ -471,8 +473,11 @@ fn log(
 ) {
     // Squid 5.7 logs a request it could not parse as `NONE error:invalid-request`, and one it
     // parsed but refused (e.g. `GET /x` to a forward proxy) with its method and target.
-    let (method, target) = if !req.method_raw.is_empty() && !req.target.is_empty() {
-        (req.method_raw.clone(), req.target.clone())
+    let (method, target) = if !req.method_raw().is_empty() && !req.target().is_empty() {
+        (
+            req.raw.slice_ref(req.method_raw()),
+            req.raw.slice_ref(req.target()),
+        )
     } else {
         (
             Bytes::from_static(b"NONE"),
@@ -489,7 +494,7 @@ fn log(
         bytes_sent: o.bytes_sent,
         method,
         scheme_host: if origin_form && mode != Mode::Forward {
-            req.host().cloned()
+            req.headers().get_bytes(HeaderId::Host)
         } else {
             None
         },
@@ -507,7 +512,7 @@ fn log(
         },
         peer: o.peer,
         content_type: o.content_type.clone(),
-        referer: req.get(HeaderId::Referer).cloned(),
-        user_agent: req.get(HeaderId::UserAgent).cloned(),
+        referer: req.headers().get_bytes(HeaderId::Referer),
+        user_agent: req.headers().get_bytes(HeaderId::UserAgent),
     });
 }

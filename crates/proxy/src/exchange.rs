@@ -432,7 +432,7 @@ pub async fn relay_response(
         keep_client,
         result: ResultCode::TcpMiss,
         peer: Some(origin.addr.ip()),
-        content_type: shared.for_log(|| resp.get(HeaderId::ContentType).cloned()),
+        content_type: shared.for_log(|| resp.headers().get_bytes(HeaderId::ContentType)),
         local: None,
         body_complete: false,
     };

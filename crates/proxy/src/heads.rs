@@ -16,8 +16,8 @@ use crate::relay::BodyOut;
 /// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection (any
 /// field, well-known ones such as Cache-Control included, RFC 9110 §7.6.1).
 /// `has_connection` is whether the message had a Connection header at all (skips the search).
-fn is_hop(h: &Header, has_connection: bool, connection_lists: impl Fn(&[u8]) -> bool) -> bool {
-    h.id.is_hop_by_hop() || (has_connection && connection_lists(&h.name))
+fn is_hop(h: Header<'_>, has_connection: bool, connection_lists: impl Fn(&[u8]) -> bool) -> bool {
+    h.id.is_hop_by_hop() || (has_connection && connection_lists(h.name))
 }
 
 /// How the client's conditional fields reach the origin. A cache fill strips them (the
@@ -87,11 +87,11 @@ pub fn origin_request(
     client: &ClientInfo,
     cond: &Conditionals<'_>,
 ) {
-    put_request_line(out, &req.method_raw, target, Version::Http11);
+    put_request_line(out, req.method_raw(), target, Version::Http11);
     put_header(out, b"Host", host);
     let has_connection = req.get(HeaderId::Connection).is_some();
     let mut xff_written = false;
-    for h in &req.headers {
+    for h in req.headers().iter() {
         if is_hop(h, has_connection, |n| req.connection_lists(n))
             || (cond.strip && is_conditional(h.id))
         {
@@ -105,14 +105,14 @@ pub fn origin_request(
             | HeaderId::Expect
             | HeaderId::ProxyAuthorization => continue,
             HeaderId::XForwardedFor => match policy.x_forwarded_for {
-                XForwardedFor::Off => put_header(out, &h.name, &h.value),
+                XForwardedFor::Off => put_header(out, h.name, h.value),
                 XForwardedFor::Replace => {}
                 XForwardedFor::Append => {
                     if !xff_written {
                         // All received lines joined into one, with the client appended last.
                         out.extend_from_slice(b"X-Forwarded-For: ");
                         let mut first = true;
-                        for v in req.get_all(HeaderId::XForwardedFor) {
+                        for v in req.headers().get_all(HeaderId::XForwardedFor) {
                             if !first {
                                 out.extend_from_slice(b", ");
                             }
@@ -126,7 +126,7 @@ pub fn origin_request(
                     }
                 }
             },
-            _ => put_header(out, &h.name, &h.value),
+            _ => put_header(out, h.name, h.value),
         }
     }
     if !xff_written && policy.x_forwarded_for != XForwardedFor::Off {
@@ -186,15 +186,15 @@ pub fn client_response(
     via: Option<&[u8]>,
     extra: &[u8],
 ) {
-    put_status_line(out, Version::Http11, resp.status, &resp.reason);
+    put_status_line(out, Version::Http11, resp.status, resp.reason());
     let has_connection = resp.get(HeaderId::Connection).is_some();
-    for h in &resp.headers {
+    for h in resp.headers().iter() {
         if is_hop(h, has_connection, |n| resp.connection_lists(n))
             || h.id == HeaderId::ContentLength
         {
             continue;
         }
-        put_header(out, &h.name, &h.value);
+        put_header(out, h.name, h.value);
     }
     if let Some(via) = via {
         put_header(out, b"Via", via);

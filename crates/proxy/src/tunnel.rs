@@ -34,7 +34,7 @@ pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) ->
         body_complete: false,
     };
     // CONNECT's target is authority-form and must name a port (RFC 9112 §3.2.3).
-    let Some(auth) = split_authority(&req.target) else {
+    let Some(auth) = split_authority(req.target()) else {
         return fail(400, "CONNECT needs host:port");
     };
     let Some(port) = auth.port else {

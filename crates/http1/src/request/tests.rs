@@ -26,14 +26,14 @@ fn parses_a_simple_request_into_slices_of_raw() {
     assert_eq!(&buf[..], b"BODY", "only the head is consumed");
     assert_eq!(head.raw.len(), input.len() - 4);
     assert_eq!(head.method, Method::Get);
-    assert_eq!(&head.method_raw[..], b"GET");
-    assert_eq!(&head.target[..], b"/a?b=c");
+    assert_eq!(head.method_raw(), b"GET");
+    assert_eq!(head.target(), b"/a?b=c");
     assert_eq!(head.version, Version::Http11);
-    assert_eq!(head.host().map(|h| &h[..]), Some(&b"example.com"[..]));
+    assert_eq!(head.host(), Some(&b"example.com"[..]));
     let names: Vec<_> = head
-        .headers
+        .headers()
         .iter()
-        .map(|h| (h.id, &h.name[..], &h.value[..]))
+        .map(|h| (h.id, h.name, h.value))
         .collect();
     assert_eq!(
         names,
@@ -45,10 +45,11 @@ fn parses_a_simple_request_into_slices_of_raw() {
     );
     // Zero-copy: every field points into `raw`.
     let range = head.raw.as_ptr_range();
-    for h in &head.headers {
+    for h in head.headers().iter() {
         assert!(range.contains(&h.name.as_ptr()));
+        assert!(range.contains(&h.value.as_ptr()) || h.value.is_empty());
     }
-    assert!(range.contains(&head.target.as_ptr()));
+    assert!(range.contains(&head.target().as_ptr()));
     assert!(head.keep_alive);
     assert!(!head.expect_continue);
     assert_eq!(head.body_framing(), BodyFraming::Empty);
@@ -78,17 +79,17 @@ fn pipelined_requests_and_leading_empty_lines() {
     let mut decoder = RequestDecoder::new(Limits::default());
     let mut head = RequestHead::default();
     assert_eq!(decoder.decode(&mut buf, &mut head), Ok(true));
-    assert_eq!(&head.target[..], b"/1");
+    assert_eq!(head.target(), b"/1");
     assert!(
         head.raw.starts_with(b"GET"),
         "leading empty lines are not part of the head"
     );
     assert_eq!(decoder.decode(&mut buf, &mut head), Ok(true));
     assert_eq!(
-        (&head.target[..], head.method, head.version),
+        (head.target(), head.method, head.version),
         (&b"/2"[..], Method::Head, Version::Http10)
     );
-    assert!(head.headers.is_empty() && !head.keep_alive);
+    assert!(head.headers().is_empty() && !head.keep_alive);
     assert_eq!(decoder.decode(&mut buf, &mut head), Ok(false));
     assert_eq!(&buf[..], b"GET /3");
 }
@@ -102,11 +103,11 @@ fn second_decode_reuses_the_headers_allocation() {
     let mut decoder = RequestDecoder::new(Limits::default());
     let mut head = RequestHead::default();
     assert_eq!(decoder.decode(&mut buf, &mut head), Ok(true));
-    let (ptr, cap) = (head.headers.as_ptr(), head.headers.capacity());
+    let (ptr, cap) = (head.fields.as_ptr(), head.fields.capacity());
     assert!(cap >= 4);
     assert_eq!(decoder.decode(&mut buf, &mut head), Ok(true));
-    assert_eq!(head.headers.len(), 4);
-    assert_eq!((head.headers.as_ptr(), head.headers.capacity()), (ptr, cap));
+    assert_eq!(head.headers().len(), 4);
+    assert_eq!((head.fields.as_ptr(), head.fields.capacity()), (ptr, cap));
 }
 
 #[test]
@@ -172,8 +173,8 @@ fn header_lookups() {
         b"GET / HTTP/1.1\r\nhost: a\r\nVia: 1\r\nConnection: keep-alive, X-Hop\r\nvia: 2\r\n\r\n",
     )
     .unwrap();
-    assert_eq!(head.get(HeaderId::Via).map(|v| &v[..]), Some(&b"1"[..]));
-    let all: Vec<_> = head.get_all(HeaderId::Via).map(|v| &v[..]).collect();
+    assert_eq!(head.get(HeaderId::Via), Some(&b"1"[..]));
+    let all: Vec<_> = head.headers().get_all(HeaderId::Via).collect();
     assert_eq!(all, vec![&b"1"[..], b"2"]);
     assert_eq!(head.get(HeaderId::Age), None);
     assert!(head.connection_lists(b"x-hop"));
@@ -417,5 +418,5 @@ fn errors_leave_the_raw_head_for_logging() {
         .decode(&mut buf, &mut head)
         .is_err());
     assert_eq!(&head.raw[..], &input[..]);
-    assert_eq!(&head.target[..], b"/");
+    assert_eq!(head.target(), b"/");
 }

@@ -83,7 +83,7 @@ async fn revalidate(
         }
     }
     let entry = obj.meta();
-    let fields = HeadFields(&resp.headers);
+    let fields = HeadFields(resp.headers());
     let framing = resp.body_framing(Method::Get);
     if resp.status == 304 {
         if select_for_update(&[&entry.meta], &fields) != [0] {

@@ -3,13 +3,13 @@
 //! assigned at parse time, so no string compare runs for them.
 
 use sepia_cache_policy::Fields;
-use sepia_http1::{Header, HeaderId};
+use sepia_http1::{HeaderId, HeaderList};
 
-pub struct HeadFields<'h>(pub &'h [Header]);
+pub struct HeadFields<'h>(pub HeaderList<'h>);
 
 impl Fields for HeadFields<'_> {
     fn lines<'a>(&'a self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        self.0.iter().map(|h| (&h.name[..], &h.value[..]))
+        self.0.iter().map(|h| (h.name, h.value))
     }
 
     fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
@@ -19,39 +19,31 @@ impl Fields for HeadFields<'_> {
             .filter(move |h| {
                 h.id == id && (id != HeaderId::Other || h.name.eq_ignore_ascii_case(name))
             })
-            .map(|h| &h.value[..])
+            .map(|h| h.value)
     }
 
     fn known<'a>(&'a self, id: HeaderId) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.0
-            .iter()
-            .filter(move |h| h.id == id)
-            .map(|h| &h.value[..])
+        self.0.get_all(id)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-
-    fn header(name: &'static str, value: &'static str) -> Header {
-        Header {
-            id: HeaderId::from_name(name.as_bytes()),
-            name: Bytes::from_static(name.as_bytes()),
-            value: Bytes::from_static(value.as_bytes()),
-        }
-    }
+    use sepia_http1::{BytesMut, Limits, ResponseDecoder, ResponseHead};
 
     #[test]
     fn values_match_known_and_other_names_case_insensitively() {
-        let headers = [
-            header("Cache-Control", "max-age=5"),
-            header("X-Thing", "1"),
-            header("cache-control", "public"),
-            header("x-thing", "2"),
-        ];
-        let f = HeadFields(&headers);
+        let mut buf = BytesMut::from(
+            &b"HTTP/1.1 200 OK\r\nCache-Control: max-age=5\r\nX-Thing: 1\r\n\
+               cache-control: public\r\nx-thing: 2\r\n\r\n"[..],
+        );
+        let mut head = ResponseHead::default();
+        assert_eq!(
+            ResponseDecoder::new(Limits::default()).decode(&mut buf, &mut head),
+            Ok(true)
+        );
+        let f = HeadFields(head.headers());
         let cc: Vec<&[u8]> = f.known(HeaderId::CacheControl).collect();
         assert_eq!(cc, [&b"max-age=5"[..], b"public"]);
         // By name, known fields are found through their id too.

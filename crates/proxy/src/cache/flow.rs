@@ -62,15 +62,15 @@ async fn route(
     up: Upstream<'_>,
     key: &[u8],
 ) -> Outcome {
-    if &req.method_raw[..] == b"PURGE" {
+    if req.method_raw() == b"PURGE" {
         return purge(cache, cs, req, key);
     }
-    if !is_safe_method(&req.method_raw) {
+    if !is_safe_method(req.method_raw()) {
         let outcome = Box::pin(forward(shared, cs, req, up)).await;
         if outcome.local.is_none() && outcome.status != 0 {
-            let resp = HeadFields(&cs.resp.headers);
+            let resp = HeadFields(cs.resp.headers());
             let stale = invalidations(
-                &req.method_raw,
+                req.method_raw(),
                 outcome.status,
                 key,
                 resp.first(HeaderId::Location),
@@ -89,7 +89,7 @@ async fn route(
     {
         return Box::pin(forward(shared, cs, req, up)).await;
     }
-    let fields = HeadFields(&req.headers);
+    let fields = HeadFields(req.headers());
     let rcc = RequestCacheControl::parse(&fields);
     let now = unix_now();
     let scratch = RefCell::new(Vec::new());
@@ -336,7 +336,7 @@ async fn revalidate(
         }
     };
     let status = cs.resp.status;
-    let resp = HeadFields(&cs.resp.headers);
+    let resp = HeadFields(cs.resp.headers());
     if status == 304 && select_for_update(&[&entry.meta], &resp) == [0] {
         let now = unix_now();
         let times = (request_time, now);
@@ -429,10 +429,10 @@ async fn store_and_relay(
     fwd: Forward,
 ) -> Outcome {
     let resp = &cs.resp;
-    let fields = HeadFields(&resp.headers);
+    let fields = HeadFields(resp.headers());
     let storable = is_storable(
-        &req.method_raw,
-        &HeadFields(&req.headers),
+        req.method_raw(),
+        &HeadFields(req.headers()),
         resp.status,
         &fields,
         &cache.policy,
@@ -446,7 +446,7 @@ async fn store_and_relay(
         &cache.policy,
     );
     let mut secondary = Vec::new();
-    let vary = vary_key(&fields, &HeadFields(&req.headers), &mut secondary);
+    let vary = vary_key(&fields, &HeadFields(req.headers()), &mut secondary);
     let framing = resp.body_framing(req.method);
     // A close-delimited body cannot be told apart from one cut short by an origin that died
     // (RFC 9112 §8): relay it, but never store it.
@@ -509,7 +509,7 @@ async fn collapse(
     if !obj
         .meta()
         .meta
-        .vary_matches(obj.secondary(), &HeadFields(&req.headers), &mut scratch)
+        .vary_matches(obj.secondary(), &HeadFields(req.headers()), &mut scratch)
     {
         return Box::pin(pass(shared, cs, req, up, Forward::VaryMiss)).await;
     }

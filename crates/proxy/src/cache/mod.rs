@@ -210,7 +210,7 @@ pub fn publish_response(
     via: Option<&[u8]>,
     secondary: Bytes,
 ) -> StoringBody {
-    let fields = HeadFields(&resp.headers);
+    let fields = HeadFields(resp.headers());
     let filter = StoredFieldFilter::new(&fields, true);
     let kept = filter.kept();
     let length = match framing {
@@ -222,7 +222,7 @@ pub fn publish_response(
         BodyLength::Known(n) if n <= BODY_WITH_HEAD_MAX => n as usize,
         _ => 0,
     };
-    let reason = &resp.reason;
+    let reason = resp.reason();
     let (mut buf, layout) =
         stored_head::build_with_room(resp.status, reason, || kept.iter(), via, room);
     let head = if room == 0 {

@@ -47,7 +47,7 @@ pub async fn serve_object(
     let entry = obj.meta();
     let keep = req.keep_alive && !cs.shutting_down();
     let age = entry.meta.age_field_value(now);
-    let fields = HeadFields(&req.headers);
+    let fields = HeadFields(req.headers());
     let mut outcome = Outcome {
         status: entry.meta.status,
         bytes_sent: 0,
@@ -61,7 +61,7 @@ pub async fn serve_object(
     let len = obj.body_len();
     let head_only = req.method == sepia_http1::Method::Head;
     cs.head_buf.clear();
-    let written = match evaluate_conditionals(&req.method_raw, &fields, &entry.meta) {
+    let written = match evaluate_conditionals(req.method_raw(), &fields, &entry.meta) {
         // RFC 9110 §15.4.5: a 304 carries the fields a 200 would have that describe it.
         ConditionalOutcome::NotModified => {
             outcome.status = 304;
@@ -103,7 +103,7 @@ pub async fn serve_object(
             .map(|()| cs.head_buf.len() as u64)
         }
         ConditionalOutcome::Proceed => {
-            match range_for_stored(&req.method_raw, &fields, &entry.meta, len) {
+            match range_for_stored(req.method_raw(), &fields, &entry.meta, len) {
                 RangeOutcome::Full => {
                     per_hit(
                         &mut cs.head_buf,

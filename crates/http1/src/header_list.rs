@@ -1,0 +1,178 @@
+//! A parsed head's header fields (and other parts), kept as positions in the head's frozen
+//! buffer.
+//!
+//! Each field line is three small numbers (its `HeaderId` and where its name and value lie in
+//! `raw`), not two `Bytes` slices: cloning a `Bytes` and dropping it again are two atomic
+//! read-modify-writes on the buffer's reference count, and a miss parses a request and a
+//! response of ten or so fields each. Measured at the time of the change (bench/RESULTS.md,
+//! 2026-11-25, "header fields as positions"). Readers borrow the head and get plain slices;
+//! the few that must keep a value past the head (the access log) slice `raw` themselves.
+
+use bytes::Bytes;
+
+use crate::fields::list_contains;
+use crate::header_id::HeaderId;
+
+/// Where a part of a head lies in the head's `raw`: byte offsets `start..end`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Span(u32, u32);
+
+impl Span {
+    /// The span of `part`, a sub-slice of `whole`, found from the addresses (no byte compared).
+    /// An empty part is the empty span wherever it points (the parser may hand out a static
+    /// empty string, as for a missing reason phrase).
+    ///
+    /// # Panics
+    /// If a non-empty `part` does not lie within `whole` (a parser bug, never
+    /// input-dependent), or `whole` is 4 GiB or longer (heads are limited to far less).
+    pub(crate) fn of(whole: &[u8], part: &[u8]) -> Span {
+        if part.is_empty() {
+            return Span::default();
+        }
+        let start = (part.as_ptr() as usize)
+            .checked_sub(whole.as_ptr() as usize)
+            .filter(|s| s + part.len() <= whole.len())
+            .expect("a parsed part lies within its head");
+        let end = start + part.len();
+        Span(
+            u32::try_from(start).expect("head below 4 GiB"),
+            u32::try_from(end).expect("head below 4 GiB"),
+        )
+    }
+
+    /// The bytes of `raw` this span covers.
+    pub(crate) fn get(self, raw: &[u8]) -> &[u8] {
+        &raw[self.0 as usize..self.1 as usize]
+    }
+}
+
+/// Where one field line's name and value lie in its head's `raw`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Field {
+    pub(crate) id: HeaderId,
+    name: Span,
+    value: Span,
+}
+
+impl Field {
+    /// The field whose name and value are the sub-slices `name` and `value` of `raw`.
+    /// Panics as [`Span::of`] does.
+    pub(crate) fn within(raw: &[u8], id: HeaderId, name: &[u8], value: &[u8]) -> Field {
+        Field {
+            id,
+            name: Span::of(raw, name),
+            value: Span::of(raw, value),
+        }
+    }
+}
+
+/// One header field line borrowed from its head. The value has no leading or trailing
+/// whitespace (RFC 9112 §5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub id: HeaderId,
+    pub name: &'a [u8],
+    pub value: &'a [u8],
+}
+
+/// The header fields of a parsed head, in the order received.
+#[derive(Clone, Copy, Debug)]
+pub struct HeaderList<'a> {
+    raw: &'a Bytes,
+    fields: &'a [Field],
+}
+
+impl<'a> HeaderList<'a> {
+    pub(crate) fn new(raw: &'a Bytes, fields: &'a [Field]) -> Self {
+        HeaderList { raw, fields }
+    }
+
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// Every field line, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Header<'a>> + Clone + 'a {
+        let raw: &'a [u8] = self.raw;
+        self.fields.iter().map(move |f| Header {
+            id: f.id,
+            name: f.name.get(raw),
+            value: f.value.get(raw),
+        })
+    }
+
+    /// The first value of the field `id`.
+    pub fn get(&self, id: HeaderId) -> Option<&'a [u8]> {
+        self.get_all(id).next()
+    }
+
+    /// Every value of the field `id`, in order.
+    pub fn get_all(&self, id: HeaderId) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let raw: &'a [u8] = self.raw;
+        self.fields
+            .iter()
+            .filter(move |f| f.id == id)
+            .map(move |f| f.value.get(raw))
+    }
+
+    /// The first value of the field `id` as a slice of the head's buffer that outlives the
+    /// head (one reference count taken: for the few values kept past the exchange, such as
+    /// the access log's).
+    pub fn get_bytes(&self, id: HeaderId) -> Option<Bytes> {
+        self.get(id).map(|v| self.raw.slice_ref(v))
+    }
+
+    /// True when any Connection field lists `name` as a token (case-insensitive), RFC 9110
+    /// §7.6.1.
+    pub fn connection_lists(&self, name: &[u8]) -> bool {
+        self.get_all(HeaderId::Connection)
+            .any(|v| list_contains(v, name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_read_back_as_slices_of_raw() {
+        let raw =
+            Bytes::from_static(b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, x-y\r\n\r\n");
+        let host = Field::within(&raw, HeaderId::Host, &raw[16..20], &raw[22..23]);
+        let conn = Field::within(&raw, HeaderId::Connection, &raw[25..35], &raw[37..47]);
+        let fields = [host, conn];
+        let list = HeaderList::new(&raw, &fields);
+        assert_eq!(list.len(), 2);
+        let lines: Vec<_> = list.iter().map(|h| (h.id, h.name, h.value)).collect();
+        assert_eq!(
+            lines,
+            [
+                (HeaderId::Host, &b"Host"[..], &b"a"[..]),
+                (HeaderId::Connection, b"Connection", b"close, x-y"),
+            ]
+        );
+        assert_eq!(list.get(HeaderId::Host), Some(&b"a"[..]));
+        assert_eq!(list.get(HeaderId::ETag), None);
+        let kept = list.get_bytes(HeaderId::Host).unwrap();
+        assert_eq!((&kept[..], kept.as_ptr()), (&b"a"[..], raw[22..].as_ptr()));
+        assert!(list.connection_lists(b"X-Y"));
+        assert!(!list.connection_lists(b"x"));
+    }
+
+    #[test]
+    #[should_panic(expected = "lies within its head")]
+    fn a_slice_outside_raw_is_a_bug() {
+        let raw = b"abc";
+        let other = b"def";
+        assert_eq!(
+            Span::of(raw, &other[..0]),
+            Span::default(),
+            "empty: anywhere"
+        );
+        Field::within(raw, HeaderId::Other, &other[..], &other[..]);
+    }
+}
