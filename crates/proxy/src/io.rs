@@ -1,7 +1,8 @@
 //! Socket helpers: gather writes and reads bounded by deadlines.
 //!
-//! Every response leaves in as few `writev` calls as the kernel allows: the head and the body
-//! slices that are already in memory go out together (DESIGN.md, "one gather write").
+//! Every response leaves in as few write calls as the kernel allows: the head and the body
+//! slices that are already in memory go out together in one `writev` (DESIGN.md, "one gather
+//! write"); a single slice in one `send`.
 
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -17,7 +18,8 @@ use tokio::net::TcpStream;
 /// Most slices one gather write is asked to carry (head, chunk framing, data, trailer, …).
 pub const MAX_SLICES: usize = 8;
 
-/// Writes every byte of `parts`, in order, using vectored writes. Empty parts are skipped.
+/// Writes every byte of `parts`, in order, using vectored writes (a plain one when a single
+/// slice is left). Empty parts are skipped.
 pub async fn write_all_parts<W>(w: &mut W, parts: &[&[u8]]) -> io::Result<()>
 where
     W: AsyncWrite + Unpin,
@@ -42,7 +44,14 @@ where
                 n += 1;
             }
         }
-        let mut written = w.write_vectored(&slices[..n]).await?;
+        // One slice goes out with `send(2)` (std's socket write), several with `writev(2)`:
+        // the vectored path costs the kernel ~0.1 µs more per call for nothing when there is
+        // one slice (bench/RESULTS.md, 2026-11-25, "header fields as positions").
+        let mut written = if n == 1 {
+            w.write(&slices[0]).await?
+        } else {
+            w.write_vectored(&slices[..n]).await?
+        };
         if written == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
