@@ -32,7 +32,7 @@ fn decode_all(input: &[u8], split: usize) -> Vec<Seen> {
         match decoder.decode(&mut buf, &mut head) {
             Ok(true) => {
                 check_request(&head);
-                seen.push(Seen::Head(head.raw.to_vec()));
+                seen.push(Seen::Head(head.raw().to_vec()));
                 // The body is not a head: stop at the first message that has one.
                 if head.body_framing() != BodyFraming::Empty {
                     break;
@@ -54,17 +54,17 @@ fn decode_all(input: &[u8], split: usize) -> Vec<Seen> {
 }
 
 fn check_request(head: &RequestHead) {
-    assert!(head.raw.len() <= LIMITS.max_head_bytes);
+    assert!(head.raw().len() <= LIMITS.max_head_bytes);
     assert!(head.headers().len() <= LIMITS.max_headers);
-    assert!(head.raw.ends_with(b"\n\n") || head.raw.ends_with(b"\n\r\n"));
+    assert!(head.raw().ends_with(b"\n\n") || head.raw().ends_with(b"\n\r\n"));
     assert!(
         !(head.chunked && head.content_length.is_some()),
         "CL and TE both set"
     );
     assert_eq!(head.method, Method::from_bytes(head.method_raw()));
     assert!(!head.method_raw().is_empty() && !head.target().is_empty());
-    check_head_slices(&head.raw, head.headers().iter().map(|h| (h.name, h.value)));
-    check_head_slices(&head.raw, [(head.method_raw(), head.target())]);
+    check_head_slices(head.raw(), head.headers().iter().map(|h| (h.name, h.value)));
+    check_head_slices(head.raw(), [(head.method_raw(), head.target())]);
     for h in head.headers().iter() {
         assert_eq!(h.id, HeaderId::from_name(h.name));
     }

@@ -29,7 +29,7 @@ fn decode_all(input: &[u8], split: usize) -> Vec<Seen> {
         match decoder.decode(&mut buf, &mut head) {
             Ok(true) => {
                 check_response(&head);
-                seen.push(Seen::Head(head.raw.to_vec()));
+                seen.push(Seen::Head(head.raw().to_vec()));
                 // Interim (1xx) responses are followed by another head; anything else by a body.
                 if head.status >= 200 {
                     break;
@@ -50,14 +50,14 @@ fn decode_all(input: &[u8], split: usize) -> Vec<Seen> {
 }
 
 fn check_response(head: &ResponseHead) {
-    assert!(head.raw.len() <= LIMITS.max_head_bytes);
+    assert!(head.raw().len() <= LIMITS.max_head_bytes);
     assert!(head.headers().len() <= LIMITS.max_headers);
     assert!((100..=999).contains(&head.status));
     assert!(
         !(head.chunked && head.content_length.is_some()),
         "CL and TE both set"
     );
-    check_head_slices(&head.raw, head.headers().iter().map(|h| (h.name, h.value)));
+    check_head_slices(head.raw(), head.headers().iter().map(|h| (h.name, h.value)));
     for h in head.headers().iter() {
         assert_eq!(h.id, HeaderId::from_name(h.name));
     }

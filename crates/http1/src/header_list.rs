@@ -6,7 +6,8 @@
 //! read-modify-writes on the buffer's reference count, and a miss parses a request and a
 //! response of ten or so fields each. Measured at the time of the change (bench/RESULTS.md,
 //! 2026-11-25, "header fields as positions"). Readers borrow the head and get plain slices;
-//! the few that must keep a value past the head (the access log) slice `raw` themselves.
+//! the few that must keep a value past the head (the access log's) take a `Bytes` slice of
+//! it ([`HeaderList::get_bytes`], or `slice_ref` on the head's `raw()`).
 
 use bytes::Bytes;
 

@@ -1,8 +1,9 @@
 //! Sepia's HTTP/1.1 wire codec (RFC 9112), with no I/O.
 //!
 //! * Heads are found incrementally ([`HeadScanner`]: no byte scanned twice), split off the read
-//!   buffer without copying, parsed once by httparse and kept as [`Bytes`] slices of the frozen
-//!   head ([`RequestHead`], [`ResponseHead`]). Known fields are classified once ([`HeaderId`]).
+//!   buffer without copying, parsed once by httparse and kept as positions in the frozen head
+//!   ([`RequestHead`], [`ResponseHead`], [`HeaderList`]): reading a part borrows a slice and
+//!   touches no reference count. Known fields are classified once ([`HeaderId`]).
 //! * Requests are parsed strictly: everything that could let a request be smuggled past the
 //!   proxy (ambiguous framing, whitespace before colons, obs-fold, control bytes) is refused with
 //!   the status to answer. Responses are parsed a little more leniently to interoperate with

@@ -27,11 +27,12 @@ pub enum TargetForm {
 }
 
 /// A parsed request head. Its parts are positions in `raw` (the frozen head buffer), never
-/// copies, read through methods that return slices of it. Reused across keep-alive requests: `clear()` keeps the `headers` Vec's capacity.
+/// copies, read through methods that return slices of it. Reused across keep-alive requests:
+/// `clear()` keeps the field list's capacity.
 #[derive(Clone, Debug, Default)]
 pub struct RequestHead {
     /// The whole head, request line through the empty line.
-    pub raw: Bytes,
+    raw: Bytes,
     pub method: Method,
     method_raw: Span,
     target: Span,
@@ -72,6 +73,12 @@ impl RequestHead {
     /// The request-target as sent (origin-form, absolute-form, authority-form or `*`).
     pub fn target(&self) -> &[u8] {
         self.target.get(&self.raw)
+    }
+
+    /// The whole head as received (private, so that the positions of its parts always refer
+    /// to it).
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
     }
 
     /// The header fields, in the order received.

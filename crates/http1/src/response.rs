@@ -18,7 +18,7 @@ use crate::types::{BodyFraming, Limits, Method, Version};
 pub struct ResponseHead {
     /// The whole head, status line through the empty line (with any obs-fold already replaced
     /// by spaces, see [`ResponseDecoder`]).
-    pub raw: Bytes,
+    raw: Bytes,
     pub version: Version,
     /// 100..=999 (RFC 9110 §15 reserves 600..999 but origins do send them).
     pub status: u16,
@@ -50,6 +50,12 @@ impl ResponseHead {
     /// The reason phrase as sent (possibly empty).
     pub fn reason(&self) -> &[u8] {
         self.reason.get(&self.raw)
+    }
+
+    /// The whole head as received (private, so that the positions of its parts always refer
+    /// to it).
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
     }
 
     /// The header fields, in the order received.

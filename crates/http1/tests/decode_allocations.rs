@@ -42,7 +42,7 @@ fn main() {
     let mut resp_decoder = ResponseDecoder::new(Limits::default());
     let mut req = RequestHead::default();
     let mut resp = ResponseHead::default();
-    // The first message grows `headers` and turns each buffer into a shared one (one
+    // The first message grows the field lists and turns each buffer into a shared one (one
     // allocation each, once per connection).
     assert!(req_decoder.decode(&mut requests, &mut req).unwrap());
     assert!(resp_decoder.decode(&mut responses, &mut resp).unwrap());

@@ -368,7 +368,7 @@ async fn dispatch(
         }
         return Box::pin(tunnel::connect(shared, cs, req)).await;
     }
-    let absolute = match parse_absolute(&req.raw, req.target()) {
+    let absolute = match parse_absolute(req.raw(), req.target()) {
         Ok(t) => Some(t),
         Err(TargetError::NotAbsolute) => None,
         Err(TargetError::UnsupportedScheme) => {
@@ -475,8 +475,8 @@ fn log(
     // parsed but refused (e.g. `GET /x` to a forward proxy) with its method and target.
     let (method, target) = if !req.method_raw().is_empty() && !req.target().is_empty() {
         (
-            req.raw.slice_ref(req.method_raw()),
-            req.raw.slice_ref(req.target()),
+            req.raw().slice_ref(req.method_raw()),
+            req.raw().slice_ref(req.target()),
         )
     } else {
         (

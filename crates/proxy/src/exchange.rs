@@ -363,7 +363,7 @@ async fn read_response_head(
                 101 => return Err(HeadError::Invalid), // Sepia never forwards Upgrade
                 102..=199 => {
                     if req.version == Version::Http11 {
-                        let raw = cs.resp.raw.clone();
+                        let raw = cs.resp.raw().clone();
                         write_parts_within(&mut cs.stream, &[&raw], t.client_idle)
                             .await
                             .map_err(|_| HeadError::ClientGone)?;

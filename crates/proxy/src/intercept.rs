@@ -177,7 +177,7 @@ pub async fn route(
     let (host, origin_form): (Bytes, Bytes) = match absolute {
         Some(t) => (t.authority, t.origin_form),
         None => match req.host() {
-            Some(h) => (req.raw.slice_ref(h), req.raw.slice_ref(req.target())),
+            Some(h) => (req.raw().slice_ref(h), req.raw().slice_ref(req.target())),
             None => return Err(local_error(409, HOST_MISSING, no_body_pending)),
         },
     };

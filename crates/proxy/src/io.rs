@@ -45,8 +45,9 @@ where
             }
         }
         // One slice goes out with `send(2)` (std's socket write), several with `writev(2)`:
-        // the vectored path costs the kernel ~0.1 µs more per call for nothing when there is
-        // one slice (bench/RESULTS.md, 2026-11-25, "header fields as positions").
+        // the vectored path costs the kernel 0.16 µs more per call for nothing when there is
+        // one slice (bench/tools/write_calls.c; bench/RESULTS.md, 2026-11-25, "header fields
+        // as positions").
         let mut written = if n == 1 {
             w.write(&slices[0]).await?
         } else {
