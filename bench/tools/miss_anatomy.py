@@ -8,8 +8,9 @@ Starts the benchmark origin (nginx, CPU 0), each Sepia build and haproxy (CPU 1,
 bench/peers/), then runs `wrk -t1 -c100` with bench/tools/miss.lua against each in turn,
 interleaved, and prints per request: the proxy's CPU-µs, voluntary context switches (its
 sleeps) and page faults; the origin's and wrk's CPU-µs and sleeps; CPU idle shares; the
-rescheduling (RES) and function-call (CAL) IPIs each CPU received; TCP segments sent. Medians
-last. A diagnostic for the miss case of bench/run.sh, which stays the benchmark of record.
+rescheduling (RES) and function-call (CAL) IPIs each CPU received; TCP segments sent; with
+--syscalls (needs perf), the proxy's epoll_wait, recvfrom and send calls (sendto, writev) and the
+wake-ups it caused (sched_waking tracepoints in its threads). Medians last. A diagnostic for the miss case of bench/run.sh, which stays the benchmark of record.
 Needs nginx, haproxy, wrk, curl and GNU time.
 """
 import argparse
@@ -17,6 +18,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import tempfile
@@ -25,6 +27,20 @@ import time
 from proc import CLK_TCK, cpu_seconds, stat_fields, tree
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What --syscalls counts in the proxy's threads: its waits for events, reads, writes (one
+# slice: sendto, several: writev) and the tasks it woke (wrk, the origin, its own threads).
+TRACEPOINTS = ["syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_recvfrom",
+               "syscalls:sys_enter_sendto", "syscalls:sys_enter_writev", "sched:sched_waking"]
+
+
+def perf_counts(path):
+    """{short name: count} from a `perf stat -x,` output file."""
+    counts = {}
+    for line in open(path):
+        f = line.strip().split(",")
+        if len(f) > 2 and f[2] in TRACEPOINTS and f[0].isdigit():
+            counts[f[2].split(":")[1].removeprefix("sys_enter_")] = int(f[0])
+    return counts
 
 
 def proc_stat(pid):
@@ -63,7 +79,11 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--port-base", type=int, default=19000)
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count the proxy's syscalls and wake-ups per request with perf stat")
     a = ap.parse_args()
+    if a.syscalls and not shutil.which("perf"):
+        raise SystemExit("--syscalls needs perf (apt-get install linux-perf)")
     run = tempfile.mkdtemp(prefix="miss-anatomy-")
     origin_port = a.port_base
     os.makedirs(f"{run}/origin/tmp")
@@ -126,12 +146,23 @@ def main():
                        f"http://127.0.0.1:{port}/", "--"]
                 warm = wrk[:5] + ["-d1s"] + wrk[5:] + [f"warm-{rep}-{name}-{time.time()}"]
                 subprocess.run(warm, capture_output=True)
+                counting = None
+                if a.syscalls:
+                    counting = subprocess.Popen(["perf", "stat", "-x,", "-o", f"{run}/perf.csv",
+                                                 "-e", ",".join(TRACEPOINTS), "-p", str(p.pid)],
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    time.sleep(0.3)  # attached before the load starts
                 p0, o0, s0, t0 = proc_stat(p.pid), proc_stat(worker), system_stat(), time.time()
                 out = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S %w"] + wrk[:5]
                                      + [f"-d{a.duration}s"] + wrk[5:] + [f"run-{rep}-{name}-{time.time()}"],
                                      capture_output=True, text=True)
                 wall = time.time() - t0
                 p1, o1, s1 = proc_stat(p.pid), proc_stat(worker), system_stat()
+                calls = {}
+                if counting:
+                    counting.send_signal(signal.SIGINT)
+                    counting.wait()
+                    calls = perf_counts(f"{run}/perf.csv")
                 n = int(re.search(r"(\d+) requests in", out.stdout).group(1))
                 wu, ws, wv = (float(x) for x in re.search(r"TIME (\S+) (\S+) (\S+)", out.stderr).groups())
                 row = {
@@ -148,6 +179,7 @@ def main():
                     "RES_cpu0": (s1[1]["RES:"][0] - s0[1]["RES:"][0]) / n,
                     "CAL_cpu1": (s1[1]["CAL:"][1] - s0[1]["CAL:"][1]) / n,
                     "tcp_segs_out": (s1[2]["OutSegs"] - s0[2]["OutSegs"]) / n,
+                    **{f"proxy_{k}": v / n for k, v in calls.items()},
                 }
                 rows[name].append(row)
                 print(f"rep {rep + 1} {name:8}", " ".join(f"{k}={v:.3f}" if v < 100 else f"{k}={v:,.0f}"
