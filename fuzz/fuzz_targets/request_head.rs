@@ -75,8 +75,8 @@ fn check_request(head: &RequestHead) {
     } else {
         assert!(!head.chunked && !head.expect_continue);
     }
-    let te = head.get(HeaderId::TransferEncoding).is_some();
-    let cl = head.get(HeaderId::ContentLength).is_some();
+    let te = head.headers().get(HeaderId::TransferEncoding).is_some();
+    let cl = head.headers().get(HeaderId::ContentLength).is_some();
     assert!(!(te && cl));
     assert_eq!(te, head.chunked);
     assert_eq!(cl, head.content_length.is_some());

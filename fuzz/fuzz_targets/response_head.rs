@@ -63,7 +63,7 @@ fn check_response(head: &ResponseHead) {
     }
     if head.chunked {
         assert!(
-            head.get(HeaderId::ContentLength).is_none(),
+            head.headers().get(HeaderId::ContentLength).is_none(),
             "CL kept next to TE"
         );
     }

@@ -215,7 +215,10 @@ mod tests {
             head.body_framing(Method::Get),
             crate::BodyFraming::Length(0)
         );
-        assert_eq!(head.get(crate::HeaderId::ETag), Some(&b"\"v1\""[..]));
+        assert_eq!(
+            head.headers().get(crate::HeaderId::ETag),
+            Some(&b"\"v1\""[..])
+        );
     }
 
     #[test]

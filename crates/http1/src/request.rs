@@ -86,19 +86,9 @@ impl RequestHead {
         HeaderList::new(&self.raw, &self.fields)
     }
 
-    /// The first value of the field `id`.
-    pub fn get(&self, id: HeaderId) -> Option<&[u8]> {
-        self.headers().get(id)
-    }
-
     /// The Host header value (at most one exists in an accepted request).
     pub fn host(&self) -> Option<&[u8]> {
-        self.get(HeaderId::Host)
-    }
-
-    /// True when a Connection header lists `name` as a token (case-insensitive), RFC 9110 §7.6.1.
-    pub fn connection_lists(&self, name: &[u8]) -> bool {
-        self.headers().connection_lists(name)
+        self.headers().get(HeaderId::Host)
     }
 
     /// RFC 9112 §6.3 for requests: a request body is there only when Transfer-Encoding or

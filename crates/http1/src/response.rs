@@ -63,16 +63,6 @@ impl ResponseHead {
         HeaderList::new(&self.raw, &self.fields)
     }
 
-    /// The first value of the field `id`.
-    pub fn get(&self, id: HeaderId) -> Option<&[u8]> {
-        self.headers().get(id)
-    }
-
-    /// True when a Connection header lists `name` as a token (case-insensitive), RFC 9110 §7.6.1.
-    pub fn connection_lists(&self, name: &[u8]) -> bool {
-        self.headers().connection_lists(name)
-    }
-
     /// RFC 9112 §6.3: no body for HEAD, 1xx, 204 and 304 (rule 1), nor for a 2xx to CONNECT
     /// (rule 2: the connection becomes a tunnel, which is the caller's business); chunked wins
     /// over Content-Length (rules 3-4); then Content-Length, even 0 (rule 5: the length must be

@@ -120,7 +120,7 @@ async fn decide(
     let mut verdict = check(shared, rules, &mut facts, &resolved).await;
     let mut auth_unavailable = false;
     if verdict == Verdict::AuthRequired {
-        let credentials = req.get(HeaderId::ProxyAuthorization);
+        let credentials = req.headers().get(HeaderId::ProxyAuthorization);
         if let (Some(auth), Some(value)) = (&shared.auth, credentials) {
             match auth.verify(value).await {
                 AuthVerdict::Valid(name) => {

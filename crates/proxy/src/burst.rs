@@ -8,16 +8,17 @@
 //! (bench/RESULTS.md, 2026-11-23): wrk slept 0.01–0.09 times per keep-alive hit instead of
 //! 0.05–0.48 (haproxy's wrk: 0.02–0.035); the CPU per request moved within the noise.
 //!
-//! The wait sends the session to the back of its worker's run queue, so it runs again once the
-//! tasks already queued in this pass have, before the worker next looks at the event queue.
-//! For a lone client that is a second poll of its task for nothing. So a session waits only
-//! when its worker is busy: it began another request since the worker last ran out of work, or the worker began
-//! at least two in the busy period before. The counts live in a thread-local, like tokio's
-//! cooperative budget (which is kept per task, in a thread-local of the thread running it): a
-//! scheduling hint read and written only by the worker thread that runs the sessions, never
-//! shared across cores and never part of what a request computes. With several workers a
-//! "busy period" is approximate (a worker may park with a zero timeout to look at the event
-//! queue while it still has work), which costs at worst one needless or one missed wait.
+//! The wait sends the session to the back of its worker's run queue, so it runs again once
+//! the tasks already queued in this pass have, before the worker next looks at the event
+//! queue. For a lone client that is a second poll of its task for nothing. So a session
+//! waits only when its worker is busy: it began another request since the worker last ran
+//! out of work, or the worker began at least two in the busy period before. The counts live
+//! in a thread-local, like tokio's cooperative budget (which is kept per task, in a
+//! thread-local of the thread running it): a scheduling hint read and written only by the
+//! worker thread that runs the sessions, never shared across cores and never part of what a
+//! request computes. With several workers a "busy period" is approximate (a worker may park
+//! with a zero timeout to look at the event queue while it still has work), which costs at
+//! worst one needless or one missed wait.
 //!
 //! The hint needs the runtime to call [`worker_parks`] from `on_thread_park`; without it the
 //! counts never reset and every response waits once its worker has begun two requests.
@@ -49,35 +50,25 @@ pub(crate) fn request_began() {
 /// Lets the other sessions of this pass over the ready connections run before this one writes
 /// its response, when the worker is busy (see the module's comment); returns at once otherwise.
 pub(crate) async fn let_the_pass_finish() {
-    if PERIODS.with(|p| p.get().busy()) {
-        ToTheBack { yielded: false }.await;
+    if !PERIODS.with(|p| p.get().busy()) {
+        return;
     }
-}
-
-/// Pending once, having woken itself. tokio puts a task woken during its own poll at the back
-/// of its worker's run queue (a "yield": never the LIFO slot), so it runs again after the
-/// tasks already queued in this pass and before the worker next looks at the event queue.
-/// `tokio::task::yield_now` instead defers the task until after that look (an `epoll_wait`
-/// with a zero timeout on every busy pass): 1.13 `epoll_wait` calls per miss against 1.05
-/// this way (bench/RESULTS.md, 2026-11-25, "the response yield").
-struct ToTheBack {
-    yielded: bool,
-}
-
-impl std::future::Future for ToTheBack {
-    type Output = ();
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<()> {
-        if self.yielded {
+    // Pending once, having woken itself. tokio puts a task woken during its own poll at the
+    // back of its worker's run queue (a "yield": never the LIFO slot), so it runs again after
+    // the tasks already queued in this pass and before the worker next looks at the event
+    // queue. `tokio::task::yield_now` instead defers the task until after that look (an
+    // `epoll_wait` with a zero timeout on every busy pass): 1.13 `epoll_wait` calls per miss
+    // against 1.05 this way (bench/RESULTS.md, 2026-11-25, "the response yield").
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
             return std::task::Poll::Ready(());
         }
-        self.yielded = true;
+        yielded = true;
         cx.waker().wake_by_ref();
         std::task::Poll::Pending
-    }
+    })
+    .await;
 }
 
 impl Periods {

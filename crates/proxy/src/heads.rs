@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use sepia_config::{HeaderPolicy, XForwardedFor};
 use sepia_http1::{
     end_head, put_header, put_header_u64, put_request_line, put_status_line, Header, HeaderId,
-    Method, RequestHead, ResponseHead, Version,
+    HeaderList, Method, RequestHead, ResponseHead, Version,
 };
 
 use crate::relay::BodyOut;
@@ -16,8 +16,8 @@ use crate::relay::BodyOut;
 /// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection (any
 /// field, well-known ones such as Cache-Control included, RFC 9110 §7.6.1).
 /// `has_connection` is whether the message had a Connection header at all (skips the search).
-fn is_hop(h: Header<'_>, has_connection: bool, connection_lists: impl Fn(&[u8]) -> bool) -> bool {
-    h.id.is_hop_by_hop() || (has_connection && connection_lists(h.name))
+fn is_hop(h: Header<'_>, has_connection: bool, headers: HeaderList<'_>) -> bool {
+    h.id.is_hop_by_hop() || (has_connection && headers.connection_lists(h.name))
 }
 
 /// How the client's conditional fields reach the origin. A cache fill strips them (the
@@ -89,12 +89,11 @@ pub fn origin_request(
 ) {
     put_request_line(out, req.method_raw(), target, Version::Http11);
     put_header(out, b"Host", host);
-    let has_connection = req.get(HeaderId::Connection).is_some();
+    let headers = req.headers();
+    let has_connection = headers.get(HeaderId::Connection).is_some();
     let mut xff_written = false;
-    for h in req.headers().iter() {
-        if is_hop(h, has_connection, |n| req.connection_lists(n))
-            || (cond.strip && is_conditional(h.id))
-        {
+    for h in headers.iter() {
+        if is_hop(h, has_connection, headers) || (cond.strip && is_conditional(h.id)) {
             continue;
         }
         match h.id {
@@ -112,7 +111,7 @@ pub fn origin_request(
                         // All received lines joined into one, with the client appended last.
                         out.extend_from_slice(b"X-Forwarded-For: ");
                         let mut first = true;
-                        for v in req.headers().get_all(HeaderId::XForwardedFor) {
+                        for v in headers.get_all(HeaderId::XForwardedFor) {
                             if !first {
                                 out.extend_from_slice(b", ");
                             }
@@ -187,11 +186,10 @@ pub fn client_response(
     extra: &[u8],
 ) {
     put_status_line(out, Version::Http11, resp.status, resp.reason());
-    let has_connection = resp.get(HeaderId::Connection).is_some();
-    for h in resp.headers().iter() {
-        if is_hop(h, has_connection, |n| resp.connection_lists(n))
-            || h.id == HeaderId::ContentLength
-        {
+    let headers = resp.headers();
+    let has_connection = headers.get(HeaderId::Connection).is_some();
+    for h in headers.iter() {
+        if is_hop(h, has_connection, headers) || h.id == HeaderId::ContentLength {
             continue;
         }
         put_header(out, h.name, h.value);

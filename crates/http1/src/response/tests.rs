@@ -24,7 +24,10 @@ fn parses_a_response() {
         (Version::Http11, 200, &b"OK"[..])
     );
     assert_eq!(head.content_length, Some(5));
-    assert_eq!(head.get(HeaderId::CacheControl), Some(&b"max-age=60"[..]));
+    assert_eq!(
+        head.headers().get(HeaderId::CacheControl),
+        Some(&b"max-age=60"[..])
+    );
     assert!(head.keep_alive && head.reusable(Method::Get));
     assert_eq!(head.body_framing(Method::Get), BodyFraming::Length(5));
     assert!(head.raw.as_ptr_range().contains(&head.reason().as_ptr()));
@@ -109,7 +112,7 @@ fn te_and_cl_together_means_chunked_without_reuse() {
     assert!(!head.keep_alive);
     assert_eq!(head.body_framing(Method::Get), BodyFraming::Chunked);
     assert!(
-        head.get(HeaderId::ContentLength).is_none(),
+        head.headers().get(HeaderId::ContentLength).is_none(),
         "CL removed before forwarding"
     );
     assert_eq!(head.headers().len(), 2);
@@ -138,8 +141,8 @@ fn connection_persistence() {
         );
     }
     let head = decode(b"HTTP/1.1 200 OK\r\nConnection: X-A, x-b\r\n\r\n").unwrap();
-    assert!(head.connection_lists(b"x-a") && head.connection_lists(b"X-B"));
-    assert!(!head.connection_lists(b"close"));
+    assert!(head.headers().connection_lists(b"x-a") && head.headers().connection_lists(b"X-B"));
+    assert!(!head.headers().connection_lists(b"close"));
 }
 
 #[test]

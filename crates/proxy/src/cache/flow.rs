@@ -100,7 +100,7 @@ async fn route(
     };
     // HEAD and Range requests are answered from a stored response but never start a fill:
     // neither would give the cache a complete body to store.
-    let partial = req.method == Method::Head || req.get(HeaderId::Range).is_some();
+    let partial = req.method == Method::Head || req.headers().get(HeaderId::Range).is_some();
     let lookup = if partial {
         match cache.store.lookup_no_fill(key, select) {
             Some(obj) => Lookup::Hit(obj),
