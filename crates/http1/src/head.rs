@@ -5,7 +5,7 @@ use bytes::{Buf, BytesMut};
 
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
-use crate::header_id::HeaderId;
+use crate::header_id::{HeaderId, IdSet};
 use crate::header_list::Field;
 use crate::scanner::HeadScanner;
 use crate::types::Limits;
@@ -74,6 +74,7 @@ pub(crate) fn collect_headers(
     raw: &[u8],
     parsed: &[httparse::Header<'_>],
     out: &mut Vec<Field>,
+    present: &mut IdSet,
     summary: &mut FieldSummary,
 ) -> Result<(), ParseError> {
     for field in parsed {
@@ -83,6 +84,7 @@ pub(crate) fn collect_headers(
         }
         let id = HeaderId::from_name(name);
         summary.add(id, field.value)?;
+        present.insert(id);
         out.push(Field::within(raw, id, name, field.value));
     }
     Ok(())

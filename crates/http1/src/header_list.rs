@@ -12,7 +12,7 @@
 use bytes::Bytes;
 
 use crate::fields::list_contains;
-use crate::header_id::HeaderId;
+use crate::header_id::{HeaderId, IdSet};
 
 /// Where a part of a head lies in the head's `raw`: byte offsets `start..end`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,11 +81,17 @@ pub struct Header<'a> {
 pub struct HeaderList<'a> {
     raw: &'a Bytes,
     fields: &'a [Field],
+    present: IdSet,
 }
 
 impl<'a> HeaderList<'a> {
-    pub(crate) fn new(raw: &'a Bytes, fields: &'a [Field]) -> Self {
-        HeaderList { raw, fields }
+    /// `present` holds the id of every field in `fields` (it may hold more, never fewer).
+    pub(crate) fn new(raw: &'a Bytes, fields: &'a [Field], present: IdSet) -> Self {
+        HeaderList {
+            raw,
+            fields,
+            present,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -114,7 +120,12 @@ impl<'a> HeaderList<'a> {
     /// Every value of the field `id`, in order.
     pub fn get_all(&self, id: HeaderId) -> impl Iterator<Item = &'a [u8]> + 'a {
         let raw: &'a [u8] = self.raw;
-        self.fields
+        let fields = if self.present.contains(id) {
+            self.fields
+        } else {
+            &[]
+        };
+        fields
             .iter()
             .filter(move |f| f.id == id)
             .map(move |f| f.value.get(raw))
@@ -146,7 +157,10 @@ mod tests {
         let host = Field::within(&raw, HeaderId::Host, &raw[16..20], &raw[22..23]);
         let conn = Field::within(&raw, HeaderId::Connection, &raw[25..35], &raw[37..47]);
         let fields = [host, conn];
-        let list = HeaderList::new(&raw, &fields);
+        let mut present = IdSet::default();
+        present.insert(HeaderId::Host);
+        present.insert(HeaderId::Connection);
+        let list = HeaderList::new(&raw, &fields, present);
         assert_eq!(list.len(), 2);
         let lines: Vec<_> = list.iter().map(|h| (h.id, h.name, h.value)).collect();
         assert_eq!(

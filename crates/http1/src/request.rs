@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
 use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
-use crate::header_id::HeaderId;
+use crate::header_id::{HeaderId, IdSet};
 use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
 use crate::types::{BodyFraming, Limits, Method, Version};
@@ -39,6 +39,8 @@ pub struct RequestHead {
     pub version: Version,
     /// The field lines, as positions in `raw` (see [`HeaderList`]).
     pub(crate) fields: Vec<Field>,
+    /// The ids in `fields`.
+    present: IdSet,
     /// Validated Content-Length (equal duplicates folded); never set together with `chunked`.
     pub content_length: Option<u64>,
     /// Transfer-Encoding is present and its only coding is chunked.
@@ -59,6 +61,7 @@ impl RequestHead {
         self.target = Span::default();
         self.version = Version::Http11;
         self.fields.clear();
+        self.present = IdSet::default();
         self.content_length = None;
         self.chunked = false;
         self.keep_alive = false;
@@ -83,7 +86,7 @@ impl RequestHead {
 
     /// The header fields, in the order received.
     pub fn headers(&self) -> HeaderList<'_> {
-        HeaderList::new(&self.raw, &self.fields)
+        HeaderList::new(&self.raw, &self.fields, self.present)
     }
 
     /// The Host header value (at most one exists in an accepted request).
@@ -166,7 +169,13 @@ fn parse_request(out: &mut RequestHead, limits: &Limits) -> Result<(), ParseErro
     out.target = Span::of(raw, target.as_bytes());
 
     let mut summary = FieldSummary::default();
-    collect_headers(raw, req.headers, &mut out.fields, &mut summary)?;
+    collect_headers(
+        raw,
+        req.headers,
+        &mut out.fields,
+        &mut out.present,
+        &mut summary,
+    )?;
     validate_host(out, &summary)?;
     if target_form(out.method, out.target()).is_none() {
         return Err(ParseError::Malformed("invalid request-target"));

@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
 use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
-use crate::header_id::HeaderId;
+use crate::header_id::{HeaderId, IdSet};
 use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
 use crate::types::{BodyFraming, Limits, Method, Version};
@@ -25,6 +25,8 @@ pub struct ResponseHead {
     reason: Span,
     /// The field lines, as positions in `raw` (see [`HeaderList`]).
     pub(crate) fields: Vec<Field>,
+    /// The ids in `fields`.
+    present: IdSet,
     /// Validated Content-Length; `None` when Transfer-Encoding overrode it.
     pub content_length: Option<u64>,
     pub chunked: bool,
@@ -42,6 +44,7 @@ impl ResponseHead {
         self.status = 0;
         self.reason = Span::default();
         self.fields.clear();
+        self.present = IdSet::default();
         self.content_length = None;
         self.chunked = false;
         self.keep_alive = false;
@@ -60,7 +63,7 @@ impl ResponseHead {
 
     /// The header fields, in the order received.
     pub fn headers(&self) -> HeaderList<'_> {
-        HeaderList::new(&self.raw, &self.fields)
+        HeaderList::new(&self.raw, &self.fields, self.present)
     }
 
     /// RFC 9112 §6.3: no body for HEAD, 1xx, 204 and 304 (rule 1), nor for a 2xx to CONNECT
@@ -169,7 +172,13 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
     };
 
     let mut summary = FieldSummary::default();
-    collect_headers(raw, resp.headers, &mut out.fields, &mut summary)?;
+    collect_headers(
+        raw,
+        resp.headers,
+        &mut out.fields,
+        &mut out.present,
+        &mut summary,
+    )?;
     let both = summary.codings.present && summary.content_length.is_some();
     if summary.codings.present && out.version == Version::Http10 {
         // RFC 9112 §6.1: treat the framing as faulty.
@@ -182,6 +191,7 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
         // §6.3 rule 3: Transfer-Encoding overrides Content-Length, and a sender "MUST remove the
         // received Content-Length field prior to forwarding such a message".
         out.fields.retain(|h| h.id != HeaderId::ContentLength);
+        out.present.remove(HeaderId::ContentLength);
         out.content_length = None;
     } else {
         out.content_length = summary.content_length;
