@@ -3,14 +3,19 @@
 
     bench/tools/miss_anatomy.py --sepia-bin target/release/sepia [--also NAME=BIN ...]
                                 [--reps 3] [--duration 5] [--port-base 19000]
+                                [--syscalls] [--fresh] [--hog NICE]
 
 Starts the benchmark origin (nginx, CPU 0), each Sepia build and haproxy (CPU 1, configs from
 bench/peers/), then runs `wrk -t1 -c100` with bench/tools/miss.lua against each in turn,
-interleaved, and prints per request: the proxy's CPU-µs, voluntary context switches (its
+interleaved (--fresh: each target restarted before each of its runs, so that every run
+measures a cache filling from empty, as the miss case of run.sh does), and prints per request: the proxy's CPU-µs, voluntary context switches (its
 sleeps) and page faults; the origin's and wrk's CPU-µs and sleeps; CPU idle shares; the
 rescheduling (RES) and function-call (CAL) IPIs each CPU received; TCP segments sent; with
 --syscalls (needs perf), the proxy's epoll_wait, recvfrom and send calls (sendto, writev) and the
-wake-ups it caused (sched_waking tracepoints in its threads). Medians last. A diagnostic for the miss case of bench/run.sh, which stays the benchmark of record.
+wake-ups it caused (sched_waking tracepoints in its threads). Medians last. --hog NICE keeps a busy
+loop at that nice level on CPU 0 beside wrk and the origin: their core becomes the limit and the
+proxy idles part of the time, as on machines where the load generator is the slower side (on
+this machine kind the proxy's core is the limit otherwise). A diagnostic for the miss case of bench/run.sh, which stays the benchmark of record.
 Needs nginx, haproxy, wrk, curl and GNU time.
 """
 import argparse
@@ -81,6 +86,10 @@ def main():
     ap.add_argument("--port-base", type=int, default=19000)
     ap.add_argument("--syscalls", action="store_true",
                     help="count the proxy's syscalls and wake-ups per request with perf stat")
+    ap.add_argument("--fresh", action="store_true",
+                    help="restart each target before each of its runs (a cache filling from empty)")
+    ap.add_argument("--hog", type=int, metavar="NICE",
+                    help="a busy loop at this nice level on CPU 0 (the load generator's core)")
     a = ap.parse_args()
     if a.syscalls and not shutil.which("perf"):
         raise SystemExit("--syscalls needs perf (apt-get install linux-perf)")
@@ -124,24 +133,41 @@ def main():
                             "-g", "daemon off;"])
         ready(origin_port)
         pin(origin.pid, 0)
-        targets = {}
+        commands = {}
         port = origin_port + 1
         for name, binary in [("sepia", a.sepia_bin)] + [x.split("=", 1) for x in a.also]:
             os.makedirs(f"{run}/{name}")
             render(f"{BENCH}/peers/sepia.toml", f"{run}/{name}/sepia.toml", port)
             env = dict(os.environ, SEPIA_LOG="warn")
-            targets[name] = (launch(1, [binary, "--config", f"{run}/{name}/sepia.toml"], env), port)
+            commands[name] = ([binary, "--config", f"{run}/{name}/sepia.toml"], env, port)
             port += 1
         os.makedirs(f"{run}/haproxy")
         render(f"{BENCH}/peers/haproxy.cfg", f"{run}/haproxy/haproxy.cfg", port)
-        targets["haproxy"] = (launch(1, ["haproxy", "-db", "-f", f"{run}/haproxy/haproxy.cfg"]), port)
-        for p, port in targets.values():
+        commands["haproxy"] = (["haproxy", "-db", "-f", f"{run}/haproxy/haproxy.cfg"], None, port)
+
+        def start(name):
+            args, env, port = commands[name]
+            p = launch(1, args, env)
             ready(port)
             pin(p.pid, 1)
+            return p, port
+
+        def stop(p):
+            p.terminate()
+            p.wait()
+            procs.remove(p)
+
+        targets = {name: start(name) for name in commands}
+        if a.hog is not None:
+            launch(0, ["nice", "-n", str(a.hog), "sh", "-c", "while :; do :; done"])
         worker = [p for p in tree(origin.pid) if p != origin.pid][0]
         rows = {n: [] for n in targets}
         for rep in range(a.reps):
-            for name, (p, port) in targets.items():
+            for name in commands:
+                if a.fresh and rep > 0:
+                    stop(targets[name][0])
+                    targets[name] = start(name)
+                p, port = targets[name]
                 wrk = ["taskset", "-c", "0", "wrk", "-t1", "-c100", "-s", f"{BENCH}/tools/miss.lua",
                        f"http://127.0.0.1:{port}/", "--"]
                 warm = wrk[:5] + ["-d1s"] + wrk[5:] + [f"warm-{rep}-{name}-{time.time()}"]
