@@ -388,9 +388,15 @@ impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
             self.detach(ticket, DetachReason::TooBig);
             return FinishOutcome::NotStored(NotStoredReason::TooBig);
         }
-        let ghost_key = self
-            .hasher
-            .hash_one((&ticket.primary[..], &object.secondary()[..]));
+        // The object's identity across evictions (S3-FIFO's ghost queue). Without Vary the
+        // primary key alone names it, and its hash is already known: hashing the keys again
+        // was a second SipHash pass per miss.
+        let ghost_key = if object.secondary().is_empty() {
+            ticket.hash
+        } else {
+            self.hasher
+                .hash_one((&ticket.primary[..], &object.secondary()[..]))
+        };
         let object = Arc::new(object);
         {
             let mut st = shard.write();

@@ -322,3 +322,44 @@ fn store_is_usable_as_a_trait_object() {
     expect_stored(write_body(w, "t", 0, b"", b"dyn", 3));
     assert_eq!(body_of(&s.lookup_no_fill(b"/t", &any).unwrap()), b"dyn");
 }
+
+/// S3-FIFO's ghost queue through the whole store: an object evicted as a one-hit wonder and
+/// stored again soon after is admitted to the main queue, so a stream of new one-hit wonders
+/// evicts them and not it. With and without a secondary key (the ghost identity is the
+/// primary key's hash alone when there is none).
+#[test]
+fn an_object_stored_again_soon_after_eviction_outlives_one_hit_wonders() {
+    for secondary in [&b""[..], b"gzip"] {
+        let s = store(40 * 1024, 8 * 1024, 1);
+        let wonders = |prefix: &str, n: usize| {
+            for i in 0..n {
+                let key = format!("/{prefix}{i}");
+                expect_stored(store_object(&s, key.as_bytes(), b"", &[b'w'; 1000], 1));
+            }
+        };
+        let store_twice_seen = || {
+            let writer = expect_miss(s.lookup(b"/again", secondary_is(secondary)));
+            let outcome = write_body(writer, "t", 1, secondary, &[b'a'; 1000], 1000);
+            expect_stored(outcome);
+        };
+        store_twice_seen();
+        // About 19 such objects fit: the twentieth evicts the oldest, which the ghost queue
+        // then remembers (it forgets after about as many bytes as the main queue holds).
+        wonders("before", 20);
+        assert!(
+            matches!(
+                s.lookup(b"/again", secondary_is(secondary)),
+                Lookup::Miss(_)
+            ),
+            "evicted as a one-hit wonder (secondary {secondary:?})"
+        );
+        store_twice_seen();
+        expect_stored(store_object(&s, b"/control", b"", &[b'c'; 1000], 1));
+        wonders("after", 40);
+        expect_hit(s.lookup(b"/again", secondary_is(secondary)));
+        assert!(
+            matches!(s.lookup(b"/control", any), Lookup::Miss(_)),
+            "a key seen once is evicted among the wonders"
+        );
+    }
+}
