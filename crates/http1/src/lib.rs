@@ -49,7 +49,7 @@ pub use encode::{
 pub use error::{ChunkError, ParseError};
 pub use head::MAX_HEADERS_CAP;
 pub use header_id::HeaderId;
-pub use header_list::{Header, HeaderList};
+pub use header_list::{ConnectionMembers, Header, HeaderList};
 pub use length::LengthDecoder;
 pub use request::{RequestDecoder, RequestHead, TargetForm};
 pub use response::{ResponseDecoder, ResponseHead};

@@ -7,17 +7,16 @@
 use bytes::BytesMut;
 use sepia_config::{HeaderPolicy, XForwardedFor};
 use sepia_http1::{
-    end_head, put_header, put_header_u64, put_request_line, put_status_line, Header, HeaderId,
-    HeaderList, Method, RequestHead, ResponseHead, Version,
+    end_head, put_header, put_header_u64, put_request_line, put_status_line, ConnectionMembers,
+    Header, HeaderId, Method, RequestHead, ResponseHead, Version,
 };
 
 use crate::relay::BodyOut;
 
 /// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection (any
 /// field, well-known ones such as Cache-Control included, RFC 9110 §7.6.1).
-/// `has_connection` is whether the message had a Connection header at all (skips the search).
-fn is_hop(h: Header<'_>, has_connection: bool, headers: HeaderList<'_>) -> bool {
-    h.id.is_hop_by_hop() || (has_connection && headers.connection_lists(h.name))
+fn is_hop(h: Header<'_>, connection: &ConnectionMembers<'_>) -> bool {
+    h.id.is_hop_by_hop() || (!connection.is_empty() && connection.lists(h.name))
 }
 
 /// How the client's conditional fields reach the origin. A cache fill strips them (the
@@ -90,10 +89,10 @@ pub fn origin_request(
     put_request_line(out, req.method_raw(), target, Version::Http11);
     put_header(out, b"Host", host);
     let headers = req.headers();
-    let has_connection = headers.get(HeaderId::Connection).is_some();
+    let connection = headers.connection_members();
     let mut xff_written = false;
     for h in headers.iter() {
-        if is_hop(h, has_connection, headers) || (cond.strip && is_conditional(h.id)) {
+        if is_hop(h, &connection) || (cond.strip && is_conditional(h.id)) {
             continue;
         }
         match h.id {
@@ -187,9 +186,9 @@ pub fn client_response(
 ) {
     put_status_line(out, Version::Http11, resp.status, resp.reason());
     let headers = resp.headers();
-    let has_connection = headers.get(HeaderId::Connection).is_some();
+    let connection = headers.connection_members();
     for h in headers.iter() {
-        if is_hop(h, has_connection, headers) || h.id == HeaderId::ContentLength {
+        if is_hop(h, &connection) || h.id == HeaderId::ContentLength {
             continue;
         }
         put_header(out, h.name, h.value);
