@@ -20,6 +20,7 @@
 //!   [`MAX_SORTED_MEMBERS`] members are kept in received order.
 
 use bytes::Bytes;
+use sepia_http1::HeaderId;
 
 use crate::fields::{all_members, list_members, trim_ows, Fields};
 
@@ -43,7 +44,7 @@ impl Vary {
     /// Parses every `Vary` line of a response.
     pub fn parse<F: Fields>(response: &F) -> Self {
         let mut names: Vec<Vec<u8>> = Vec::new();
-        for member in all_members(response, b"vary") {
+        for member in response.known(HeaderId::Vary).flat_map(list_members) {
             if member == b"*" {
                 return Vary::Star;
             }
