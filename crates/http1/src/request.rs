@@ -7,7 +7,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
-use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
+use crate::head::{
+    collect_headers, direct_window, find_head, parsed_length, whole, MAX_HEADERS_CAP,
+};
 use crate::header_id::{HeaderId, IdSet};
 use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
@@ -135,20 +137,46 @@ impl RequestDecoder {
         buf: &mut BytesMut,
         out: &mut RequestHead,
     ) -> Result<bool, ParseError> {
+        if let Some(window) = direct_window(&self.scanner, &self.limits, buf) {
+            out.clear();
+            if let Ok(Some((len, summary))) = parse_request(window, out, &self.limits) {
+                // The parsed positions are offsets from the start of the buffer, which is where
+                // the frozen head starts.
+                out.raw = buf.split_to(len).freeze();
+                check_request(out, &summary)?;
+                return Ok(true);
+            }
+            // Incomplete or invalid: the general path decides (an invalid head is parsed
+            // again there, once complete, and refused with the same error). Nothing parsed
+            // here may stay: its positions refer to no frozen head.
+            out.clear();
+        }
         let Some(len) = find_head(&mut self.scanner, &self.limits, buf)? else {
             return Ok(false);
         };
         self.scanner.reset();
         out.clear();
-        out.raw = buf.split_to(len).freeze();
-        parse_request(out, &self.limits)?;
+        let raw = buf.split_to(len).freeze();
+        let parsed = parse_request(&raw, out, &self.limits);
+        out.raw = raw;
+        let (parsed_len, summary) = match parsed? {
+            Some((n, summary)) => (Some(n), summary),
+            None => (None, FieldSummary::default()),
+        };
+        whole(parsed_len, len)?;
+        check_request(out, &summary)?;
         Ok(true)
     }
 }
 
-/// Parses `out.raw` (one complete head) into the other fields of `out`.
-fn parse_request(out: &mut RequestHead, limits: &Limits) -> Result<(), ParseError> {
-    let raw = &out.raw;
+/// Parses the request head at the start of `raw` into `out` (every position relative to
+/// `raw`'s start; `out.raw` is left to the caller). `None`: `raw` holds only part of a head.
+/// Returns the head's length and its framing fields, for [`check_request`].
+fn parse_request(
+    raw: &[u8],
+    out: &mut RequestHead,
+    limits: &Limits,
+) -> Result<Option<(usize, FieldSummary)>, ParseError> {
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
     let mut req = httparse::Request::new(&mut []);
     // The default configuration is the strict one: no whitespace before colons, no obs-fold,
@@ -158,7 +186,9 @@ fn parse_request(out: &mut RequestHead, limits: &Limits) -> Result<(), ParseErro
         raw,
         &mut storage[..limits.max_headers.min(MAX_HEADERS_CAP)],
     );
-    expect_complete(status, raw.len())?;
+    let Some(len) = parsed_length(status)? else {
+        return Ok(None);
+    };
     let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(ParseError::Malformed("invalid request-line"));
     };
@@ -176,7 +206,13 @@ fn parse_request(out: &mut RequestHead, limits: &Limits) -> Result<(), ParseErro
         &mut out.present,
         &mut summary,
     )?;
-    validate_host(out, &summary)?;
+    Ok(Some((len, summary)))
+}
+
+/// The checks of a parsed request head that read its bytes (`out.raw` is set): Host, the
+/// target's form, and the framing.
+fn check_request(out: &mut RequestHead, summary: &FieldSummary) -> Result<(), ParseError> {
+    validate_host(out, summary)?;
     if target_form(out.method, out.target()).is_none() {
         return Err(ParseError::Malformed("invalid request-target"));
     }

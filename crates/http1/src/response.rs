@@ -7,7 +7,9 @@ use bytes::{Bytes, BytesMut};
 
 use crate::error::ParseError;
 use crate::fields::FieldSummary;
-use crate::head::{collect_headers, expect_complete, find_head, MAX_HEADERS_CAP};
+use crate::head::{
+    collect_headers, direct_window, find_head, parsed_length, whole, MAX_HEADERS_CAP,
+};
 use crate::header_id::{HeaderId, IdSet};
 use crate::header_list::{Field, HeaderList, Span};
 use crate::scanner::HeadScanner;
@@ -120,19 +122,34 @@ impl ResponseDecoder {
         buf: &mut BytesMut,
         out: &mut ResponseHead,
     ) -> Result<bool, ParseError> {
+        if let Some(window) = direct_window(&self.scanner, &self.limits, buf) {
+            out.clear();
+            if let Ok(Some(len)) = parse_response(window, out, &self.limits) {
+                // Positions are offsets from the buffer's start, where the frozen head starts.
+                out.raw = buf.split_to(len).freeze();
+                return Ok(true);
+            }
+            // Incomplete, invalid or folded: the general path decides; nothing parsed here
+            // may stay (its positions refer to no frozen head).
+            out.clear();
+        }
         let Some(len) = find_head(&mut self.scanner, &self.limits, buf)? else {
             return Ok(false);
         };
         self.scanner.reset();
         out.clear();
-        out.raw = buf.split_to(len).freeze();
-        if let Err(e) = parse_response(out, &self.limits) {
+        let raw = buf.split_to(len).freeze();
+        let parsed = parse_response(&raw, out, &self.limits).and_then(|n| whole(n, len));
+        out.raw = raw;
+        if let Err(e) = parsed {
             let Some(unfolded) = unfold_obs_fold(&out.raw) else {
                 return Err(e);
             };
             out.clear();
+            let parsed =
+                parse_response(&unfolded, out, &self.limits).and_then(|n| whole(n, unfolded.len()));
             out.raw = unfolded;
-            parse_response(out, &self.limits)?;
+            parsed?;
         }
         Ok(true)
     }
@@ -146,9 +163,14 @@ fn parser_config() -> httparse::ParserConfig {
     config
 }
 
-/// Parses `out.raw` (one complete head) into the other fields of `out`.
-fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseError> {
-    let raw = &out.raw;
+/// Parses the response head at the start of `raw` into `out` (every position relative to
+/// `raw`'s start; `out.raw` is left to the caller) and returns its length; `None`: `raw`
+/// holds only part of a head.
+fn parse_response(
+    raw: &[u8],
+    out: &mut ResponseHead,
+    limits: &Limits,
+) -> Result<Option<usize>, ParseError> {
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS_CAP];
     let mut resp = httparse::Response::new(&mut []);
     let status = parser_config().parse_response_with_uninit_headers(
@@ -156,7 +178,9 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
         raw,
         &mut storage[..limits.max_headers.min(MAX_HEADERS_CAP)],
     );
-    expect_complete(status, raw.len())?;
+    let Some(len) = parsed_length(status)? else {
+        return Ok(None);
+    };
     let (Some(minor), Some(code)) = (resp.version, resp.code) else {
         return Err(ParseError::Malformed("invalid status-line"));
     };
@@ -197,7 +221,7 @@ fn parse_response(out: &mut ResponseHead, limits: &Limits) -> Result<(), ParseEr
         out.content_length = summary.content_length;
     }
     out.keep_alive = !both && summary.keep_alive(out.version);
-    Ok(())
+    Ok(Some(len))
 }
 
 /// If `raw` contains obs-fold (a field line continued on a line starting with SP or HTAB,

@@ -143,6 +143,11 @@ impl HeadScanner {
         n
     }
 
+    /// True when nothing has been scanned since the last reset.
+    pub fn is_fresh(&self) -> bool {
+        self.pos == 0 && self.leading == 0 && self.state == State::Leading
+    }
+
     /// Forgets everything, ready for the next head.
     pub fn reset(&mut self) {
         *self = Self::default();

@@ -282,6 +282,10 @@ fn reuses_header_storage_and_handles_splits() {
     for cut in 1..input.len() {
         buf.extend_from_slice(&input[..cut]);
         assert_eq!(decoder.decode(&mut buf, &mut head), Ok(false), "cut {cut}");
+        assert!(
+            head.headers().is_empty() && head.reason().is_empty(),
+            "cut {cut}"
+        );
         buf.extend_from_slice(&input[cut..]);
         assert_eq!(decoder.decode(&mut buf, &mut head), Ok(true), "cut {cut}");
         assert!(buf.is_empty());
