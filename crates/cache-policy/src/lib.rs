@@ -68,7 +68,11 @@ pub use range::{
     write_content_range, ByteRange, ContentRange, RangeOutcome, RangeRequest,
 };
 pub use status::{is_final, is_heuristically_cacheable, is_understood};
-pub use storability::{is_storable, storable_post_response, NotStorableReason, Storability};
+pub use storability::{
+    is_storable, is_storable_stored, storable_post_response, NotStorableReason, Storability,
+};
 pub use stored::StoredMeta;
 pub use uri::{remove_dot_segments, resolve_reference_key};
-pub use vary::{secondary_key, vary_key, vary_matches, Vary, VaryKey, MAX_SORTED_MEMBERS};
+pub use vary::{
+    secondary_key, vary_key, vary_key_of, vary_matches, Vary, VaryKey, MAX_SORTED_MEMBERS,
+};

@@ -19,6 +19,7 @@ use crate::config::PolicyConfig;
 use crate::dates::Expires;
 use crate::fields::Fields;
 use crate::status::{is_final, is_heuristically_cacheable, is_understood};
+use crate::stored::StoredMeta;
 use crate::uri::resolve_reference_key;
 use crate::vary::Vary;
 use sepia_http1::HeaderId;
@@ -108,6 +109,29 @@ pub fn is_storable<Q: Fields, P: Fields>(
         return Storability::NotStorable(NotStorableReason::Method);
     }
     ResponseFacts::read(request, status, response).verdict(config, false)
+}
+
+/// [`is_storable`] for a response whose [`StoredMeta`] is built already (a cache builds it
+/// for every response it may store, from the same fields): the same verdict, without parsing
+/// the response's `Cache-Control`, `Expires` and `Vary` a second time.
+pub fn is_storable_stored<Q: Fields>(
+    method: &[u8],
+    request: &Q,
+    meta: &StoredMeta,
+    config: &PolicyConfig,
+) -> Storability {
+    if method != b"GET" {
+        return Storability::NotStorable(NotStorableReason::Method);
+    }
+    ResponseFacts {
+        request_cc: RequestCacheControl::parse(request),
+        has_authorization: request.contains(HeaderId::Authorization),
+        status: meta.status,
+        response_cc: meta.cache_control,
+        expires: meta.expires,
+        vary_star: meta.vary == Vary::Star,
+    }
+    .verdict(config, false)
 }
 
 /// Decides whether a `POST` response may be stored and reused for later
@@ -219,15 +243,21 @@ mod tests {
 
     type Pairs<'a> = &'a [(&'a str, &'a str)];
 
+    /// The verdict of `is_storable`, checked against `is_storable_stored` on the same response.
     fn verdict(method: &str, request: Pairs, status: u16, response: Pairs) -> Storability {
         let config = PolicyConfig::default();
-        is_storable(
-            method.as_bytes(),
-            &FieldList::from_pairs(request),
-            status,
-            &FieldList::from_pairs(response),
-            &config,
-        )
+        let (request, response) = (
+            FieldList::from_pairs(request),
+            FieldList::from_pairs(response),
+        );
+        let verdict = is_storable(method.as_bytes(), &request, status, &response, &config);
+        let meta = StoredMeta::from_response(status, &response, 0, 0, b"http://a/", &config);
+        assert_eq!(
+            is_storable_stored(method.as_bytes(), &request, &meta, &config),
+            verdict,
+            "{method} {status} {response:?}"
+        );
+        verdict
     }
 
     #[test]

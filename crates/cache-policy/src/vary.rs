@@ -82,12 +82,17 @@ pub enum VaryKey {
 /// `out` (cleared first). For store time; lookups should keep the parsed
 /// [`Vary`] and call [`secondary_key`].
 pub fn vary_key<V: Fields, R: Fields>(response: &V, request: &R, out: &mut Vec<u8>) -> VaryKey {
+    vary_key_of(&Vary::parse(response), request, out)
+}
+
+/// [`vary_key`] for a response whose `Vary` is parsed already (as [`crate::StoredMeta`] holds it).
+pub fn vary_key_of<R: Fields>(vary: &Vary, request: &R, out: &mut Vec<u8>) -> VaryKey {
     out.clear();
-    match Vary::parse(response) {
+    match vary {
         Vary::None => VaryKey::None,
         Vary::Star => VaryKey::Never,
         Vary::Fields(names) => {
-            secondary_key(&names, request, out);
+            secondary_key(names, request, out);
             VaryKey::Key
         }
     }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use sepia_cache_policy::{
-    evaluate, invalidations, is_error_status, is_safe_method, is_storable, primary_key,
-    select_for_update, usable_on_error, validators, vary_key, CacheStatus, Decision, Fields,
+    evaluate, invalidations, is_error_status, is_safe_method, is_storable_stored, primary_key,
+    select_for_update, usable_on_error, validators, vary_key_of, CacheStatus, Decision, Fields,
     Forward, RequestCacheControl, RevalidateReason, StoredMeta, VaryKey,
 };
 use sepia_http1::{BodyFraming, HeaderId, Method, RequestHead};
@@ -430,13 +430,6 @@ async fn store_and_relay(
 ) -> Outcome {
     let resp = &cs.resp;
     let fields = HeadFields(resp.headers());
-    let storable = is_storable(
-        req.method_raw(),
-        &HeadFields(req.headers()),
-        resp.status,
-        &fields,
-        &cache.policy,
-    );
     let meta = StoredMeta::from_response(
         resp.status,
         &fields,
@@ -445,8 +438,11 @@ async fn store_and_relay(
         key,
         &cache.policy,
     );
+    // Both read the response's Cache-Control, Expires and Vary from the metadata just built.
+    let request_fields = HeadFields(req.headers());
+    let storable = is_storable_stored(req.method_raw(), &request_fields, &meta, &cache.policy);
     let mut secondary = Vec::new();
-    let vary = vary_key(&fields, &HeadFields(req.headers()), &mut secondary);
+    let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
     let framing = resp.body_framing(req.method);
     // A close-delimited body cannot be told apart from one cut short by an origin that died
     // (RFC 9112 §8): relay it, but never store it.
