@@ -37,8 +37,9 @@ fn main() {
     let mut config =
         Config::quick_reverse(&listen.to_string(), &[format!("http://{origin}")], Some(1)).unwrap();
     config.access_log.target = LogTarget::Off;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // One worker, as the binary runs it (a current-thread runtime), on a thread of its own:
+    // this thread is the client.
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .on_thread_park(sepia_proxy::worker_parks)
         .enable_all()
         .build()
@@ -56,7 +57,7 @@ fn main() {
         };
         Server::bind(Arc::new(config), log).unwrap()
     });
-    runtime.spawn(server.run(std::future::pending()));
+    std::thread::spawn(move || runtime.block_on(server.run(std::future::pending())));
     std::thread::sleep(Duration::from_millis(100));
 
     let mut client = Client::connect(listen);

@@ -116,17 +116,34 @@ fn raise_descriptor_limit() {
     }
 }
 
-fn run(config: Config) -> std::io::Result<()> {
-    raise_descriptor_limit();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(config.server.workers.max(1))
-        .thread_name("sepia-worker")
+/// The tokio scheduler for `workers` worker threads.
+///
+/// One worker runs tokio's current-thread scheduler: with nobody to steal work from, the
+/// multi-thread scheduler's machinery is pure cost, and it shows once many connections are
+/// ready at once. Its worker keeps at most 256 woken tasks in its own queue and overflows the
+/// rest into a locked shared queue; at 1,000 busy keep-alive clients the current-thread
+/// scheduler took 15-20 % less CPU per hit (1 KiB and 64 KiB) with half the p99, and the
+/// same at 100 clients and on misses (bench/RESULTS.md, 2026-11-26).
+fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
+    if workers <= 1 {
+        return tokio::runtime::Builder::new_current_thread();
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder
+        .worker_threads(workers)
         // Fairness across many busy connections: a worker's local run queue holds 256 tasks
         // and the rest wait in the shared queue, which tokio visits only every few dozen
         // polls. With 1,000 active keep-alive clients that split them into a served quarter
         // and a starved rest: p50 6 ms but p99 165 ms. Visiting it every second poll gave
         // p99 28-47 ms at the same CPU per request (bench/RESULTS.md, 2026-11-23).
-        .global_queue_interval(2)
+        .global_queue_interval(2);
+    builder
+}
+
+fn run(config: Config) -> std::io::Result<()> {
+    raise_descriptor_limit();
+    let runtime = runtime_builder(config.server.workers)
+        .thread_name("sepia-worker")
         // Busy periods for the response bursts (sepia_proxy's `burst` module).
         .on_thread_park(sepia_proxy::worker_parks)
         .enable_all()
