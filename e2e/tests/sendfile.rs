@@ -87,8 +87,26 @@ fn large_hits_come_from_a_body_file_byte_for_byte() {
     let miss = curl(&["-H", "Host: app", &url]);
     miss.assert_status(200);
     assert_eq!(sha256_hex(&miss.body), sha256_hex(&want), "the miss");
+    let first_hit = curl(&["-H", "Host: app", &url]);
+    assert!(
+        first_hit
+            .header("cache-status")
+            .unwrap_or_default()
+            .contains("hit"),
+        "{}",
+        first_hit.headers
+    );
+    assert_eq!(
+        sha256_hex(&first_hit.body),
+        sha256_hex(&want),
+        "the first hit"
+    );
     let files = settled_body_files(&sepia, 1);
-    assert_eq!(files.len(), 1, "a 1 MB body is kept in a file: {files:?}");
+    assert_eq!(
+        files.len(),
+        1,
+        "a 1 MB body hit once is kept in a file: {files:?}"
+    );
     if in_dir {
         assert!(
             Path::new(&files[0]).starts_with(dir.path()),
@@ -193,10 +211,13 @@ fn concurrent_clients_and_clients_leaving_mid_body_get_whole_bodies() {
     let path = big_path(len);
     let want = sha256_hex(&pattern(len));
     assert_eq!(sha256_hex(&get(&sepia, &path, "").body), want);
+    let hit = get(&sepia, &path, "");
+    assert_hit(&hit);
+    assert_eq!(sha256_hex(&hit.body), want);
     assert_eq!(
         settled_body_files(&sepia, 1).len(),
         1,
-        "a 3 MiB body is a file"
+        "a 3 MiB body hit once is a file"
     );
 
     // Clients that read a little and vanish: the proxy's sendfile fails for them only.
@@ -227,6 +248,9 @@ fn a_304_refreshes_a_body_kept_in_a_file() {
     let path = "/revalidate/file";
     let first = get(&sepia, path, "");
     assert_eq!(first.body, REVALIDATE_BODY);
+    let hit = get(&sepia, path, "");
+    assert_hit(&hit);
+    assert_eq!(hit.body, REVALIDATE_BODY);
     assert_eq!(settled_body_files(&sepia, 1).len(), 1);
     // max-age=1: after two seconds the stored response is stale whatever the rounding.
     std::thread::sleep(Duration::from_millis(2100));

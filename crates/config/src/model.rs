@@ -48,8 +48,9 @@ pub struct CacheConfig {
     pub memory_bytes: u64,
     /// `max_object`: larger responses are relayed but never stored.
     pub max_object_bytes: u64,
-    /// `sendfile` and `sendfile_min`: stored bodies of at least this size are kept in files
-    /// and sent with `sendfile(2)` (no copy per hit); `None` when `sendfile = false`.
+    /// `sendfile` and `sendfile_min`: stored bodies of at least this size move into files
+    /// on their first hit and are sent with `sendfile(2)` from then on (no copy per hit);
+    /// `None` when `sendfile = false`.
     pub sendfile_min_bytes: Option<u64>,
     /// `sendfile_dir`: the directory body files are made in (unnamed, `O_TMPFILE`); `None`
     /// means the default, /var/tmp, falling back to memory files where that does not work.

@@ -163,7 +163,7 @@ impl Default for RawCache {
             memory: Spanned::new(0..0, Parsed(ByteSize(256 << 20))),
             max_object: Spanned::new(0..0, Parsed(ByteSize(16 << 20))),
             sendfile: true,
-            sendfile_min: Parsed(ByteSize(128 << 10)),
+            sendfile_min: Parsed(ByteSize(64 << 10)),
             sendfile_dir: None,
             heuristic_percent: Bounded(10),
             heuristic_max: Parsed(Duration::from_secs(86_400)),

@@ -526,7 +526,7 @@ fn cache_section_is_validated() {
 fn sendfile_defaults_on_and_can_be_tuned_or_turned_off() {
     let base = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
     let parse = |extra: &str| Config::from_toml_str(&format!("{base}{extra}"), "t.toml");
-    assert_eq!(parse("").unwrap().cache.sendfile_min_bytes, Some(128 << 10));
+    assert_eq!(parse("").unwrap().cache.sendfile_min_bytes, Some(64 << 10));
     let c = parse("[cache]\nsendfile_min = \"1MiB\"\n").unwrap();
     assert_eq!(c.cache.sendfile_min_bytes, Some(1 << 20));
     let c = parse("[cache]\nsendfile = false\nsendfile_min = \"1MiB\"\n").unwrap();

@@ -3,8 +3,9 @@
 //! Why: serving a body from process memory means the kernel copies every byte into the
 //! socket on every hit. For a 1 MiB body that copy is most of a hit's cost, and it is the one
 //! copy nginx avoids by serving its cache file with sendfile (bench/RESULTS.md). A body in a
-//! file is copied once, when it is stored; each hit then hands the kernel references to the
-//! file's pages instead of copying them.
+//! file is copied once, on the object's first hit (`MemoryStore::lookup`: most stored objects
+//! are never hit, and writing each of them to a file made misses dearer); each later hit hands
+//! the kernel references to the file's pages instead of copying them.
 //!
 //! Where the file lives matters (measured, bench/RESULTS.md): an unnamed file
 //! (`O_TMPFILE | O_EXCL`) in a directory on a disk filesystem such as ext4 or XFS sits in the

@@ -37,7 +37,8 @@
 //!   shards, body_file_min, max_body_files, body_file_home }` (defaults 256 MiB, 16 MiB, 32,
 //!   never, 0, memfd).
 //! - [`Object::body`] is a [`Body`]: the chunks as they arrived, or, for a body of at least
-//!   `body_file_min` bytes, a file ([`BodyFile`], made in a [`FileHome`]) for `sendfile(2)`.
+//!   `body_file_min` bytes that has been hit, a file ([`BodyFile`], made in a [`FileHome`])
+//!   for `sendfile(2)`: the first hit of such an object moves its body into a file.
 //! - [`MemoryStore::lookup`]`(primary, select) -> Lookup<M>`: [`Lookup::Hit`]`(Arc<Object<M>>)`
 //!   (allocation-free), [`Lookup::Miss`]`(FillWriter<M>)` for the first requester,
 //!   [`Lookup::Pending`]`(FillReader<M>)` for requests collapsing onto a fill in progress.

@@ -11,7 +11,7 @@ use crate::config::StoreConfig;
 use crate::fill::{
     DetachReason, FillShared, FillTarget, FillTicket, FillWriter, FinishOutcome, NotStoredReason,
 };
-use crate::object::{Body, Object};
+use crate::object::Object;
 use crate::shard::{Shard, ShardState, ShardWrite};
 use crate::stats::{bump, StoreStats};
 use crate::store::{Lookup, Store};
@@ -106,15 +106,17 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     pub fn lookup(&self, primary: &[u8], select: impl Fn(&Object<M>) -> bool) -> Lookup<M> {
         let hash = self.inner.hasher.hash_one(primary);
         let shard = self.inner.shard(hash);
-        if let Some(object) = shard.read().hit(hash, primary, &select) {
+        let hit = shard.read().hit(hash, primary, &select);
+        if let Some(object) = hit {
             bump(&shard.counters.hits);
-            return Lookup::Hit(object);
+            return Lookup::Hit(self.inner.file_on_first_hit(shard, hash, primary, object));
         }
         let st = shard.write();
         // Re-check: a fill may have committed between the two locks.
         if let Some(object) = st.hit(hash, primary, &select) {
             bump(&shard.counters.hits);
-            return Lookup::Hit(object);
+            drop(st);
+            return Lookup::Hit(self.inner.file_on_first_hit(shard, hash, primary, object));
         }
         self.join_or_start_fill(st, shard, hash, primary, &select)
     }
@@ -168,11 +170,9 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     ) -> Option<Arc<Object<M>>> {
         let hash = self.inner.hasher.hash_one(primary);
         let shard = self.inner.shard(hash);
-        let hit = shard.read().hit(hash, primary, &select);
-        if hit.is_some() {
-            bump(&shard.counters.hits);
-        }
-        hit
+        let hit = shard.read().hit(hash, primary, &select)?;
+        bump(&shard.counters.hits);
+        Some(self.inner.file_on_first_hit(shard, hash, primary, hit))
     }
 
     /// Removes every variant stored under `primary` (RFC 9111 §4.4 invalidation, PURGE);
@@ -380,6 +380,52 @@ impl<M> Inner<M> {
     }
 }
 
+impl<M: Clone> Inner<M> {
+    /// Moves the body of a hit `object` of at least `body_file_min` bytes from memory into
+    /// a file, the first time it is hit, so that this hit and the next leave with
+    /// `sendfile(2)` (see `body_file.rs`). Why on the first hit rather than when the fill
+    /// commits: most stored objects are never asked for again, and writing each of them to
+    /// a file made a miss of a 64 KiB object cost 78-205 µs instead of 55-65 once the
+    /// kernel's writeback throttled the worker (bench/RESULTS.md, 2026-11-26); an object hit
+    /// once is likely to be hit again, and its file is written once. The swap keeps the
+    /// object's queue position and hit count; if the object was evicted or replaced while
+    /// the file was written, this hit is still served from the file, which then goes.
+    fn file_on_first_hit(
+        &self,
+        shard: &Shard<M>,
+        hash: u64,
+        primary: &[u8],
+        object: Arc<Object<M>>,
+    ) -> Arc<Object<M>> {
+        let Some(chunks) = object.claim_file_move(self.body_file_min) else {
+            return object;
+        };
+        // The copy happens with no lock held.
+        let file = match BodyFile::create(chunks, object.body_len(), &self.files, &self.file_home) {
+            Ok(Some(file)) => file,
+            // Every slot taken: the body stays in memory.
+            Ok(None) => return object,
+            // The kernel refused (memory limits, a full disk): still served from memory.
+            Err(_) => {
+                bump(&self.body_file_errors);
+                return object;
+            }
+        };
+        let moved = Arc::new(object.with_file(file));
+        let old_size = object.accounted_size(primary.len());
+        let new_size = moved.accounted_size(primary.len());
+        let replaced = shard
+            .write()
+            .replace(hash, primary, &object, Arc::clone(&moved), new_size);
+        if let Some(replaced_size) = replaced {
+            debug_assert_eq!(replaced_size, old_size);
+            // One piece instead of the chunks: never larger.
+            self.release(old_size.saturating_sub(new_size));
+        }
+        moved
+    }
+}
+
 impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
     fn commit(&self, ticket: &FillTicket, object: Object<M>) -> FinishOutcome<M> {
         let shard = self.shard(ticket.hash);
@@ -444,23 +490,6 @@ impl<M: Send + Sync + 'static> FillTarget<M> for Inner<M> {
 
     fn max_object_bytes(&self) -> u64 {
         self.max_object
-    }
-
-    fn body_for(&self, chunks: Arc<[Bytes]>, len: u64) -> Body {
-        // An empty body (204, HEAD-sized 200s) never gets a descriptor, whatever the minimum.
-        if len < self.body_file_min || len == 0 {
-            return Body::Chunks(chunks);
-        }
-        match BodyFile::create(&chunks, len, &self.files, &self.file_home) {
-            Ok(Some(file)) => Body::File(Arc::new(file)),
-            // Every slot taken: the body stays in memory, as any body below the threshold.
-            Ok(None) => Body::Chunks(chunks),
-            // The kernel refused (memory limits): still store the object, from memory.
-            Err(_) => {
-                bump(&self.body_file_errors);
-                Body::Chunks(chunks)
-            }
-        }
     }
 }
 

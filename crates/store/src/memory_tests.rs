@@ -77,9 +77,11 @@ mod few_file_slots {
 #[test]
 fn an_empty_body_never_takes_a_file() {
     let s = file_store(64 * 1024, 32 * 1024, 0, 8);
-    let empty = expect_stored(store_object(&s, b"/empty", b"", b"", 1));
+    expect_stored(store_object(&s, b"/empty", b"", b"", 1));
+    let empty = expect_hit(s.lookup(b"/empty", any));
     assert!(matches!(empty.body(), Body::Chunks(c) if c.is_empty()));
-    let one = expect_stored(store_object(&s, b"/one", b"", b"x", 1));
+    expect_stored(store_object(&s, b"/one", b"", b"x", 1));
+    let one = expect_hit(s.lookup(b"/one", any));
     assert!(
         matches!(one.body(), Body::File(_)),
         "a minimum of 0 takes every other body"
@@ -90,23 +92,39 @@ fn an_empty_body_never_takes_a_file() {
 #[test]
 fn large_bodies_go_to_files_and_eviction_gives_the_slots_back() {
     let s = file_store(64 * 1024, 32 * 1024, 10_000, 8);
-    let small = expect_stored(store_object(&s, b"/small", b"", &pattern(9_999, 1), 1));
+    expect_stored(store_object(&s, b"/small", b"", &pattern(9_999, 1), 1));
+    let small = expect_hit(s.lookup(b"/small", any));
     assert!(
         matches!(small.body(), Body::Chunks(_)),
         "below the threshold"
     );
-    let big = expect_stored(store_object(&s, b"/big", b"", &pattern(20_000, 2), 2));
+    let stored = expect_stored(store_object(&s, b"/big", b"", &pattern(20_000, 2), 2));
+    assert!(
+        matches!(stored.body(), Body::Chunks(_)),
+        "stored from memory: most objects are never hit"
+    );
+    assert_eq!(s.stats().body_files, 0);
+    let used = s.stats().bytes;
+    let big = expect_hit(s.lookup(b"/big", any));
     let Body::File(file) = big.body() else {
-        panic!("at the threshold or above: a file")
+        panic!("at the threshold or above: a file from the first hit on")
     };
     assert_eq!(file.len(), 20_000);
     assert_eq!(body_of(&big), pattern(20_000, 2));
+    assert!(Arc::ptr_eq(&big, &expect_hit(s.lookup(b"/big", any))));
     assert_eq!(s.stats().body_files, 1);
-    drop(big);
-    // Fill the budget with other large objects: /big is evicted and its file closed.
+    assert!(
+        s.stats().bytes < used,
+        "one file is accounted as one piece, not as its chunks"
+    );
+    s.assert_consistent(true);
+    drop((big, stored));
+    // Fill the budget with other large objects, each hit once: /big is evicted and its
+    // file closed.
     for i in 0..8u32 {
         let key = format!("/other/{i}").into_bytes();
         drop(store_object(&s, &key, b"", &pattern(20_000, 3), 3));
+        drop(s.lookup(&key, any));
     }
     let stats = s.stats();
     assert!(stats.evictions > 0, "{stats:?}");

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -63,6 +64,10 @@ pub struct Object<M> {
     body_len: u64,
     meta: M,
     secondary: Bytes,
+    /// Set by the first hit that tries to move the body into a file (see
+    /// `MemoryStore::lookup`), so that concurrent or later hits never try again, even
+    /// when that try failed.
+    file_tried: AtomicBool,
 }
 
 impl<M> Object<M> {
@@ -73,6 +78,7 @@ impl<M> Object<M> {
             body_len,
             meta,
             secondary,
+            file_tried: AtomicBool::new(false),
         }
     }
 
@@ -113,13 +119,39 @@ impl<M> Object<M> {
     /// A copy of this object with a new head and metadata sharing the same body chunks:
     /// what a 304 response produces (RFC 9111 §4.3.4).
     pub(crate) fn with_head(&self, head: Bytes, meta: M) -> Self {
-        Object {
+        Object::new(
             head,
-            body: self.body.clone(),
-            body_len: self.body_len,
+            self.body.clone(),
+            self.body_len,
             meta,
-            secondary: self.secondary.clone(),
+            self.secondary.clone(),
+        )
+    }
+
+    /// A copy of this object with its body in `file` (the same bytes, see `body_file.rs`).
+    pub(crate) fn with_file(&self, file: BodyFile) -> Self
+    where
+        M: Clone,
+    {
+        Object::new(
+            self.head.clone(),
+            Body::File(Arc::new(file)),
+            self.body_len,
+            self.meta.clone(),
+            self.secondary.clone(),
+        )
+    }
+
+    /// The body's chunks if it is in memory, at least `min` bytes long and no hit has
+    /// claimed the move into a file yet; claims it. At most one caller ever gets `Some`.
+    pub(crate) fn claim_file_move(&self, min: u64) -> Option<&Arc<[Bytes]>> {
+        let Body::Chunks(chunks) = &self.body else {
+            return None;
+        };
+        if self.body_len < min || self.body_len == 0 || self.file_tried.load(Ordering::Relaxed) {
+            return None;
         }
+        (!self.file_tried.swap(true, Ordering::Relaxed)).then_some(chunks)
     }
 
     /// Bytes charged against the store's budget for this object under `primary`.
@@ -216,6 +248,23 @@ mod tests {
             panic!("chunk bodies")
         };
         assert!(Arc::ptr_eq(a, b), "body chunks must be shared, not copied");
+    }
+
+    #[test]
+    fn a_body_move_into_a_file_is_claimed_once() {
+        let o = object(b"h", &[b"abc", b"de"], b"");
+        assert!(o.claim_file_move(6).is_none(), "shorter than the minimum");
+        assert!(o.claim_file_move(5).is_some(), "the first claim");
+        assert!(
+            o.claim_file_move(5).is_none(),
+            "never a second, even after a failure"
+        );
+        let copy = o.with_head(Bytes::from_static(b"h2"), 8);
+        assert!(
+            copy.claim_file_move(5).is_some(),
+            "a new object may try again"
+        );
+        assert!(object(b"h", &[], b"").claim_file_move(0).is_none(), "empty");
     }
 
     #[test]

@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{BodyLength, FillError, FillReader, FillWriter, FinishOutcome, Lookup, Object, Store};
+use crate::{
+    Body, BodyLength, FillError, FillReader, FillWriter, FinishOutcome, Lookup, Object, Store,
+};
 
 /// Metadata type used by the suite: a version number the tests can tell objects apart by.
 pub(crate) type Meta = u32;
@@ -54,6 +56,18 @@ pub(crate) fn expect_hit(lookup: Lookup<Meta>) -> Arc<Object<Meta>> {
         Lookup::Hit(o) => o,
         other => panic!("expected Hit, got {other:?}"),
     }
+}
+
+/// Whether `hit` is the stored object `stored` itself, or (a store that moves a body into a
+/// file on its first hit) the same response with that body now in a file.
+pub(crate) fn is_stored_object(hit: &Arc<Object<Meta>>, stored: &Arc<Object<Meta>>) -> bool {
+    Arc::ptr_eq(hit, stored)
+        || (matches!(stored.body(), Body::Chunks(_))
+            && matches!(hit.body(), Body::File(_))
+            && hit.head() == stored.head()
+            && hit.meta() == stored.meta()
+            && hit.secondary() == stored.secondary()
+            && body_of(hit) == body_of(stored))
 }
 
 pub(crate) fn body_of(object: &Object<Meta>) -> Vec<u8> {

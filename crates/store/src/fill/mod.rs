@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use crate::object::{Body, Object};
+use crate::object::Object;
 
 pub use reader::FillReader;
 pub use writer::{BodyWriter, FillWriter};
@@ -161,9 +161,6 @@ pub(crate) trait FillTarget<M>: Send + Sync {
     fn detach(&self, ticket: &FillTicket, reason: DetachReason);
     /// The largest accounted object size the store will commit.
     fn max_object_bytes(&self) -> u64;
-    /// How the store keeps the complete body of `len` bytes: the chunks as they are, or a
-    /// copy in a sealed file for a large one (see `body_file.rs`).
-    fn body_for(&self, chunks: Arc<[Bytes]>, len: u64) -> Body;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

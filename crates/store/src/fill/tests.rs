@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use super::*;
+use crate::object::Body;
 
 /// A target that records what the fill asked of it.
 struct Recorder {
@@ -48,9 +49,6 @@ impl FillTarget<u8> for Recorder {
     }
     fn max_object_bytes(&self) -> u64 {
         self.max
-    }
-    fn body_for(&self, chunks: Arc<[Bytes]>, _len: u64) -> Body {
-        Body::Chunks(chunks)
     }
 }
 

@@ -241,11 +241,9 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
                 let chunks: Arc<[Bytes]> = st.chunks.iter().cloned().collect();
                 (Arc::clone(head), chunks)
             };
-            // Copying a large body into its file happens here, outside the fill's lock.
-            let body = core.target.body_for(chunks, self.received);
             let object = Object::new(
                 head.head().clone(),
-                body,
+                Body::Chunks(chunks),
                 self.received,
                 head.meta().clone(),
                 head.secondary().clone(),
