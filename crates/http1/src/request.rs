@@ -159,12 +159,9 @@ impl RequestDecoder {
         let raw = buf.split_to(len).freeze();
         let parsed = parse_request(&raw, out, &self.limits);
         out.raw = raw;
-        let (parsed_len, summary) = match parsed? {
-            Some((n, summary)) => (Some(n), summary),
-            None => (None, FieldSummary::default()),
-        };
+        let (parsed_len, summary) = parsed?.unzip();
         whole(parsed_len, len)?;
-        check_request(out, &summary)?;
+        check_request(out, &summary.unwrap_or_default())?;
         Ok(true)
     }
 }

@@ -106,6 +106,7 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     pub fn lookup(&self, primary: &[u8], select: impl Fn(&Object<M>) -> bool) -> Lookup<M> {
         let hash = self.inner.hasher.hash_one(primary);
         let shard = self.inner.shard(hash);
+        // The read lock goes at the end of this statement: a first hit may write a file.
         let hit = shard.read().hit(hash, primary, &select);
         if let Some(object) = hit {
             bump(&shard.counters.hits);

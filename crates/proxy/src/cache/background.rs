@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use sepia_cache_policy::{is_storable, select_for_update, FieldList, Fields, StoredMeta};
+use sepia_cache_policy::{is_storable_stored, select_for_update, FieldList, Fields, StoredMeta};
 use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
 use sepia_store::{FillWriter, Object};
 
@@ -110,14 +110,9 @@ async fn revalidate(
         key,
         &cache.policy,
     );
-    let storable = is_storable(
-        b"GET",
-        &FieldList::new(),
-        resp.status,
-        &fields,
-        &cache.policy,
-    )
-    .is_storable();
+    // Judged from the metadata just built: the response's fields are not parsed again.
+    let storable =
+        is_storable_stored(b"GET", &FieldList::new(), &meta, &cache.policy).is_storable();
     if !storable || !same_vary || !meta.is_worth_storing() || framing == BodyFraming::UntilClose {
         writer.release();
         return Ok(());
