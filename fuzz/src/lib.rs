@@ -2,7 +2,8 @@
 //! whole-buffer reference decoder for chunked bodies to compare the incremental one against.
 
 use sepia_http1::{
-    BytesMut, ChunkError, ChunkEvent, ChunkedDecoder, MAX_CHUNK_EXTENSION_BYTES, MAX_TRAILER_BYTES,
+    allowed_in_trailers, parse_trailers, put_trailers, Bytes, BytesMut, ChunkError, ChunkEvent,
+    ChunkedDecoder, MAX_CHUNK_EXTENSION_BYTES, MAX_TRAILER_BYTES,
 };
 
 /// Reads the first two bytes as a split point into the rest (wrapped into range).
@@ -67,6 +68,11 @@ pub fn decode_incrementally(
             }
             Ok(Some(ChunkEvent::End { trailers })) => {
                 assert!(decoder.is_done());
+                // The decoder validated every line, so the filter must accept the section.
+                assert!(
+                    check_trailers(&trailers),
+                    "decoded trailers refused: {trailers:?}"
+                );
                 buf.extend_from_slice(&input[fed..]);
                 let outcome = ChunkedOutcome::Complete {
                     data,
@@ -83,6 +89,49 @@ pub fn decode_incrementally(
             Ok(None) => return (ChunkedOutcome::Incomplete { data }, None),
         }
     }
+}
+
+/// Filters a trailer section with `parse_trailers` and checks what it kept: only allowed
+/// names, as slices of `raw` (no copy), one per line that was not dropped, and written back
+/// with `put_trailers` they parse to the same fields with nothing dropped. Returns whether the
+/// section was accepted at all (arbitrary bytes may be refused; that must not panic either).
+pub fn check_trailers(raw: &Bytes) -> bool {
+    let Ok(trailers) = parse_trailers(raw) else {
+        return false;
+    };
+    let lines = raw.iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(trailers.len() + trailers.dropped(), lines, "a line lost");
+    let range = raw.as_ptr_range();
+    for (name, value) in trailers.iter() {
+        assert!(allowed_in_trailers(name), "kept a forbidden field {name:?}");
+        assert!(
+            !name.is_empty() && range.contains(&name.as_ptr()),
+            "{name:?}"
+        );
+        assert!(
+            value.is_empty() || range.contains(&value.as_ptr()),
+            "{value:?}"
+        );
+        assert!(name.iter().all(|&b| is_tchar(b)), "{name:?}");
+        assert!(value.iter().all(|&b| is_field_byte(b)), "{value:?}");
+        assert!(
+            !value.starts_with(b" ") && !value.ends_with(b" "),
+            "{value:?}"
+        );
+        assert!(
+            !value.starts_with(b"\t") && !value.ends_with(b"\t"),
+            "{value:?}"
+        );
+    }
+    let mut written = BytesMut::new();
+    put_trailers(&mut written, trailers.iter());
+    let again = parse_trailers(&written.freeze()).expect("written trailers parse");
+    assert_eq!(again.dropped(), 0);
+    assert!(
+        again.iter().eq(trailers.iter()),
+        "round trip changed the fields"
+    );
+    true
 }
 
 /// tchar (RFC 9110 §5.6.2).
@@ -211,6 +260,8 @@ pub fn check_chunked(seed: u8, input: &[u8]) {
         pieced_err, whole_err,
         "error kind depends on the read pattern"
     );
+    // The filter on arbitrary bytes, not only on what the decoder let through.
+    check_trailers(&Bytes::copy_from_slice(input));
     let reference = reference_decode(input);
     match (&reference, &whole) {
         (a, b) if a == b => {}
@@ -264,6 +315,16 @@ mod tests {
         );
         assert_eq!(reference_decode(b"3\nabc"), ChunkedOutcome::Error);
         check_chunked(7, b"3\r\nabc\r\n0\r\n\r\n");
+    }
+
+    #[test]
+    fn trailer_filter_basics() {
+        let raw = Bytes::from_static(b"Content-Length: 5\r\nX-Ok:  1 \r\nHOST: a\r\n");
+        assert!(check_trailers(&raw));
+        assert!(check_trailers(&Bytes::new()));
+        assert!(!check_trailers(&Bytes::from_static(b"X : 1\r\n")));
+        assert!(!check_trailers(&Bytes::from_static(b"X: 1\n")));
+        check_chunked(3, b"1\r\na\r\n0\r\nContent-Length: 5\r\nX-Ok: 1\r\n\r\n");
     }
 }
 

@@ -4,7 +4,7 @@
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::ChunkError;
-use crate::fields::{is_field_value_byte, is_tchar};
+use crate::fields::{is_field_value_byte, split_field_line};
 
 /// Longest chunk-size line accepted (size, whitespace and extensions, without CRLF). Extensions
 /// are skipped, so this only bounds the work a peer can make us do per chunk.
@@ -19,7 +19,9 @@ pub enum ChunkEvent {
     /// Body bytes (never empty), split off the read buffer without copying.
     Data(Bytes),
     /// The last chunk and the trailer section arrived. `trailers` holds the raw trailer field
-    /// lines, each ending in CRLF, validated as field lines; empty when there were none.
+    /// lines, each ending in CRLF, validated as field lines; empty when there were none. They
+    /// may include fields that must not be trailers: forward only what
+    /// [`parse_trailers`](crate::parse_trailers) keeps.
     End { trailers: Bytes },
 }
 
@@ -215,7 +217,7 @@ impl ChunkedDecoder {
                 self.state = State::Done;
                 return Ok(Some(ChunkEvent::End { trailers }));
             }
-            if !is_field_line(line) {
+            if split_field_line(line).is_none() {
                 return Err(ChunkError::BadTrailer);
             }
             line_start = lf + 1;
@@ -237,17 +239,6 @@ fn hex_value(b: u8) -> u8 {
         b'0'..=b'9' => b - b'0',
         b'a'..=b'f' => b - b'a' + 10,
         _ => b - b'A' + 10,
-    }
-}
-
-/// `field-name ":" OWS field-value OWS` (RFC 9112 §5) without the CRLF.
-fn is_field_line(line: &[u8]) -> bool {
-    match line.iter().position(|&b| b == b':') {
-        Some(colon) if colon > 0 => {
-            line[..colon].iter().all(|&b| is_tchar(b))
-                && line[colon + 1..].iter().all(|&b| is_field_value_byte(b))
-        }
-        _ => false,
     }
 }
 

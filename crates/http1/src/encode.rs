@@ -54,6 +54,20 @@ pub fn put_header_u64(buf: &mut BytesMut, name: &[u8], value: u64) {
     put_header(buf, name, itoa::Buffer::new().format(value).as_bytes());
 }
 
+/// Appends trailer fields as field lines, `name: value CRLF` each (RFC 9112 §7.1.2), for the
+/// chunked writer: the caller writes the last-chunk (`0 CRLF`) before them and the final
+/// [`CRLF`] after them ([`LAST_CHUNK`] is the whole end when there are no trailers). Nothing is
+/// checked: pass fields that are valid and allowed in trailers, as
+/// [`Trailers::iter`](crate::Trailers::iter) yields them.
+pub fn put_trailers<N: AsRef<[u8]>, V: AsRef<[u8]>>(
+    buf: &mut BytesMut,
+    fields: impl IntoIterator<Item = (N, V)>,
+) {
+    for (name, value) in fields {
+        put_header(buf, name.as_ref(), value.as_ref());
+    }
+}
+
 /// Appends the empty line that ends a head.
 pub fn end_head(buf: &mut BytesMut) {
     buf.put_slice(CRLF);
@@ -171,6 +185,22 @@ mod tests {
             &buf[..],
             b"GET /x?y HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1234567890123\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn trailer_fields_are_written_as_field_lines() {
+        let mut buf = BytesMut::new();
+        put_trailers(&mut buf, [(&b"X-Checksum"[..], &b"abc"[..]), (b"x-b", b"")]);
+        assert_eq!(&buf[..], b"X-Checksum: abc\r\nx-b: \r\n");
+        let owned = vec![(
+            bytes::Bytes::from_static(b"Server-Timing"),
+            bytes::Bytes::from_static(b"total;dur=1"),
+        )];
+        put_trailers(&mut buf, owned);
+        assert!(buf.ends_with(b"x-b: \r\nServer-Timing: total;dur=1\r\n"));
+        let before = buf.len();
+        put_trailers(&mut buf, std::iter::empty::<(&[u8], &[u8])>());
+        assert_eq!(buf.len(), before);
     }
 
     #[test]

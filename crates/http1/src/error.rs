@@ -66,8 +66,8 @@ pub enum ChunkError {
     ExtensionTooLong,
     /// The trailer section is larger than we are willing to buffer.
     TrailersTooLarge,
-    /// A trailer line is not a valid field line (RFC 9112 §7.1.2, §5): trailers are forwarded
-    /// verbatim, so anything else could inject into the downstream message.
+    /// A trailer line is not a valid field line (RFC 9112 §7.1.2, §5): forwarded trailer fields
+    /// keep their bytes, so anything else could inject into the downstream message.
     BadTrailer,
 }
 

@@ -38,6 +38,19 @@ pub(crate) fn is_field_value_byte(b: u8) -> bool {
     b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80
 }
 
+/// Splits `field-name ":" OWS field-value OWS` (RFC 9112 §5, without the CRLF) into the name
+/// and the value without its surrounding whitespace; `None` when the line is not one: an empty
+/// name, a name byte that is not a tchar (whitespace before the colon, a line starting with
+/// whitespace as obs-fold does), or a value byte that is not allowed (CR, LF, NUL, other CTLs).
+pub(crate) fn split_field_line(line: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = line.iter().position(|&b| b == b':')?;
+    let (name, value) = (&line[..colon], &line[colon + 1..]);
+    let valid = !name.is_empty()
+        && name.iter().all(|&b| is_tchar(b))
+        && value.iter().all(|&b| is_field_value_byte(b));
+    valid.then(|| (name, trim_ows(value)))
+}
+
 /// Parses a Content-Length value: 1*DIGIT, or a list of identical such values ("5, 5"), which
 /// RFC 9110 §8.6 lets a recipient fold into one. Anything else is invalid framing.
 fn parse_content_length(value: &[u8]) -> Result<u64, ParseError> {

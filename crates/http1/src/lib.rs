@@ -9,6 +9,7 @@
 //!   the status to answer. Responses are parsed a little more leniently to interoperate with
 //!   origins, but never with ambiguous framing.
 //! * Bodies: [`LengthDecoder`] and [`ChunkedDecoder`] hand out zero-copy slices.
+//! * Trailers: [`parse_trailers`] keeps only the fields allowed as trailers (RFC 9110 §6.5.1).
 //! * Encoding: helpers that append heads to a reused buffer and build chunk framing on the stack.
 //!
 //! Choices where RFC 9112 leaves room, made once here:
@@ -37,14 +38,15 @@ mod length;
 mod request;
 mod response;
 mod scanner;
+mod trailers;
 mod types;
 
 pub use bytes::{Bytes, BytesMut};
 
 pub use chunked::{ChunkEvent, ChunkedDecoder, MAX_CHUNK_EXTENSION_BYTES, MAX_TRAILER_BYTES};
 pub use encode::{
-    end_head, put_header, put_header_u64, put_request_line, put_status_line, reason_phrase,
-    ChunkSizeLine, CRLF, LAST_CHUNK,
+    end_head, put_header, put_header_u64, put_request_line, put_status_line, put_trailers,
+    reason_phrase, ChunkSizeLine, CRLF, LAST_CHUNK,
 };
 pub use error::{ChunkError, ParseError};
 pub use head::MAX_HEADERS_CAP;
@@ -54,4 +56,5 @@ pub use length::LengthDecoder;
 pub use request::{RequestDecoder, RequestHead, TargetForm};
 pub use response::{ResponseDecoder, ResponseHead};
 pub use scanner::HeadScanner;
+pub use trailers::{allowed_in_trailers, parse_trailers, Trailers};
 pub use types::{BodyFraming, Limits, Method, Version};

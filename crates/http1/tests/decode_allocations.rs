@@ -5,8 +5,8 @@
 use std::alloc::System;
 
 use sepia_http1::{
-    BytesMut, ChunkEvent, ChunkedDecoder, Limits, RequestDecoder, RequestHead, ResponseDecoder,
-    ResponseHead,
+    parse_trailers, BytesMut, ChunkEvent, ChunkedDecoder, Limits, RequestDecoder, RequestHead,
+    ResponseDecoder, ResponseHead,
 };
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -73,7 +73,11 @@ fn drain_body(buf: &mut BytesMut) -> usize {
     loop {
         match decoder.decode(buf).unwrap() {
             Some(ChunkEvent::Data(d)) => n += d.len(),
-            Some(ChunkEvent::End { .. }) => return n,
+            Some(ChunkEvent::End { trailers }) => {
+                // What the relay does with every trailer section: free when there is none.
+                assert!(parse_trailers(&trailers).unwrap().is_empty());
+                return n;
+            }
             None => panic!("body incomplete"),
         }
     }
