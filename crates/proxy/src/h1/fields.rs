@@ -1,13 +1,18 @@
-//! The policy reads header fields through its `Fields` trait; this adapter serves it from a
-//! parsed head's header list. Well-known names are matched by the `HeaderId` the codec
-//! assigned at parse time, so no string compare runs for them.
+//! The codec's parsed header list seen through the protocol-neutral views: the cache policy's
+//! `Fields` and the pipeline's `FieldView`. Well-known names are matched by the `HeaderId`
+//! the codec assigned at parse time, so no string compare runs for them.
 
+use bytes::Bytes;
 use sepia_cache_policy::Fields;
 use sepia_http1::{HeaderId, HeaderList};
 
-pub struct HeadFields<'h>(pub HeaderList<'h>);
+use crate::model::{Field, FieldView};
 
-impl Fields for HeadFields<'_> {
+/// A head's field lines, borrowed.
+#[derive(Clone, Copy)]
+pub struct H1Fields<'h>(pub HeaderList<'h>);
+
+impl Fields for H1Fields<'_> {
     fn lines<'a>(&'a self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         self.0.iter().map(|h| (h.name, h.value))
     }
@@ -27,23 +32,47 @@ impl Fields for HeadFields<'_> {
     }
 }
 
+impl FieldView for H1Fields<'_> {
+    fn each(&self) -> impl Iterator<Item = Field<'_>> + '_ {
+        self.0.iter().map(|h| Field {
+            id: h.id,
+            name: h.name,
+            value: h.value,
+        })
+    }
+
+    fn connection_names(&self) -> impl Fn(&[u8]) -> bool + '_ {
+        let members = self.0.connection_members();
+        move |name| !members.is_empty() && members.lists(name)
+    }
+
+    fn shared(&self, id: HeaderId) -> Option<Bytes> {
+        self.0.get_bytes(id)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sepia_http1::{BytesMut, Limits, ResponseDecoder, ResponseHead};
 
-    #[test]
-    fn values_match_known_and_other_names_case_insensitively() {
-        let mut buf = BytesMut::from(
-            &b"HTTP/1.1 200 OK\r\nCache-Control: max-age=5\r\nX-Thing: 1\r\n\
-               cache-control: public\r\nx-thing: 2\r\n\r\n"[..],
-        );
+    fn parsed(raw: &[u8]) -> ResponseHead {
+        let mut buf = BytesMut::from(raw);
         let mut head = ResponseHead::default();
         assert_eq!(
             ResponseDecoder::new(Limits::default()).decode(&mut buf, &mut head),
             Ok(true)
         );
-        let f = HeadFields(head.headers());
+        head
+    }
+
+    #[test]
+    fn values_match_known_and_other_names_case_insensitively() {
+        let head = parsed(
+            b"HTTP/1.1 200 OK\r\nCache-Control: max-age=5\r\nX-Thing: 1\r\n\
+              cache-control: public\r\nx-thing: 2\r\n\r\n",
+        );
+        let f = H1Fields(head.headers());
         let cc: Vec<&[u8]> = f.known(HeaderId::CacheControl).collect();
         assert_eq!(cc, [&b"max-age=5"[..], b"public"]);
         // By name, known fields are found through their id too.
@@ -52,5 +81,20 @@ mod tests {
         let other: Vec<&[u8]> = f.values(b"X-THING").collect();
         assert_eq!(other, [&b"1"[..], b"2"]);
         assert_eq!(f.first(HeaderId::ETag), None);
+    }
+
+    #[test]
+    fn connection_names_are_the_members_of_every_connection_line() {
+        let head = parsed(
+            b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-A\r\nConnection: x-b\r\nX-A: 1\r\n\r\n",
+        );
+        let f = H1Fields(head.headers());
+        let named = f.connection_names();
+        assert!(named(b"x-a") && named(b"X-B") && named(b"Keep-Alive"));
+        assert!(!named(b"x-c"));
+        let plain = parsed(b"HTTP/1.1 200 OK\r\nX-A: 1\r\n\r\n");
+        let none = H1Fields(plain.headers());
+        assert!(!none.connection_names()(b"x-a"));
+        assert_eq!(none.shared(HeaderId::ETag), None);
     }
 }

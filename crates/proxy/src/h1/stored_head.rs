@@ -1,6 +1,11 @@
 //! The head a hit sends, serialised once when a response is stored, and where its stored
 //! fields sit inside it.
 //!
+//! The store keeps a response's head in the form the h1 front end writes first on a hit (status
+//! line and field lines, one slice of a gather write); the layout records where the status's
+//! reason and each field's name and value sit, so that another front end (HTTP/2's HEADERS)
+//! or the 304 merge reads them without parsing the bytes again.
+//!
 //! The stored fields are needed again only off the hot path: to freshen them with a 304
 //! (RFC 9111 §3.2, §4.3.4), to answer a conditional request with a 304 or a range request
 //! with a 206 from the object. They are read back through byte spans of the head instead of

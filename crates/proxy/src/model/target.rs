@@ -1,6 +1,37 @@
-//! Request-target forms (RFC 9112 §3.2) and authorities (RFC 3986 §3.2).
+//! Where a request goes: request-target forms (RFC 9112 §3.2, the same in every protocol's
+//! proxy requests), authorities (RFC 3986 §3.2) and URI schemes with their default ports.
 
 use bytes::Bytes;
+
+/// A URI scheme Sepia serves (RFC 9110 §4.2). The scheme is part of the cache key and gives the
+/// port of an authority that names none; it comes from the request's URL when the client sent
+/// absolute-form, else from the listener the request arrived on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    Http,
+}
+
+impl Scheme {
+    /// The scheme as it appears in URLs and cache keys (lower case, RFC 3986 §3.1).
+    pub fn as_bytes(self) -> &'static [u8] {
+        match self {
+            Scheme::Http => b"http",
+        }
+    }
+
+    /// The port an authority without one means (RFC 9110 §4.2.1).
+    pub fn default_port(self) -> u16 {
+        match self {
+            Scheme::Http => 80,
+        }
+    }
+
+    /// The scheme a URL names, compared case-insensitively (RFC 3986 §3.1); `None` for a
+    /// scheme Sepia cannot forward to.
+    pub fn from_url(name: &[u8]) -> Option<Scheme> {
+        name.eq_ignore_ascii_case(b"http").then_some(Scheme::Http)
+    }
+}
 
 /// `host[:port]`, with an IPv6 literal's brackets removed from `host`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +82,10 @@ fn parse_port(digits: &[u8]) -> Option<u16> {
     u16::try_from(n).ok().filter(|&p| p != 0)
 }
 
-/// An absolute-form `http://authority/path?query` target, as slices of the request head.
+/// An absolute-form `scheme://authority/path?query` target, as slices of the request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AbsoluteTarget {
+    pub scheme: Scheme,
     pub authority: Bytes,
     /// The origin-form to send to the origin: path and query, "/" when the path is empty.
     pub origin_form: Bytes,
@@ -63,16 +95,19 @@ pub struct AbsoluteTarget {
 pub enum TargetError {
     /// Not absolute-form at all (e.g. origin-form sent to a forward proxy).
     NotAbsolute,
-    /// A scheme this proxy does not speak toward origins (only `http` for now).
+    /// A scheme this proxy does not speak toward origins (see [`Scheme`]).
     UnsupportedScheme,
     /// Absolute-form whose authority is missing or malformed.
     BadAuthority,
 }
 
-/// Parses an absolute-form target `t`, a slice of the request head `head` (the parts returned
-/// slice `head`, taking a reference only when the target is absolute). The scheme is
-/// case-insensitive (RFC 3986 §3.1).
-pub fn parse_absolute(head: &Bytes, t: &[u8]) -> Result<AbsoluteTarget, TargetError> {
+/// Parses an absolute-form target `t`. The parts returned are parts of `t` made `Bytes` by
+/// `share` (a slice of the request head taking a reference), called only when the target is
+/// absolute. The scheme is case-insensitive (RFC 3986 §3.1).
+pub fn parse_absolute(
+    t: &[u8],
+    share: impl Fn(&[u8]) -> Bytes,
+) -> Result<AbsoluteTarget, TargetError> {
     let colon = t
         .iter()
         .position(|&b| b == b':')
@@ -87,15 +122,13 @@ pub fn parse_absolute(head: &Bytes, t: &[u8]) -> Result<AbsoluteTarget, TargetEr
     if !t[colon..].starts_with(b"://") {
         return Err(TargetError::NotAbsolute);
     }
-    if !t[..colon].eq_ignore_ascii_case(b"http") {
-        return Err(TargetError::UnsupportedScheme);
-    }
+    let scheme = Scheme::from_url(&t[..colon]).ok_or(TargetError::UnsupportedScheme)?;
     let auth_start = colon + 3;
     let auth_end = t[auth_start..]
         .iter()
         .position(|&b| b == b'/' || b == b'?' || b == b'#')
         .map_or(t.len(), |i| auth_start + i);
-    let authority = head.slice_ref(&t[auth_start..auth_end]);
+    let authority = share(&t[auth_start..auth_end]);
     if split_authority(&authority).is_none() {
         return Err(TargetError::BadAuthority);
     }
@@ -113,9 +146,10 @@ pub fn parse_absolute(head: &Bytes, t: &[u8]) -> Result<AbsoluteTarget, TargetEr
         v.extend_from_slice(&t[auth_end..end]);
         Bytes::from(v)
     } else {
-        head.slice_ref(&t[auth_end..end])
+        share(&t[auth_end..end])
     };
     Ok(AbsoluteTarget {
+        scheme,
         authority,
         origin_form,
     })
@@ -170,9 +204,10 @@ mod tests {
         ];
         for (input, authority, origin_form) in cases {
             let head = Bytes::copy_from_slice(input.as_bytes());
-            let t = parse_absolute(&head, &head).unwrap();
+            let t = parse_absolute(&head, |p| head.slice_ref(p)).unwrap();
             assert_eq!(&t.authority[..], authority.as_bytes(), "{input}");
             assert_eq!(&t.origin_form[..], origin_form.as_bytes(), "{input}");
+            assert_eq!(t.scheme, Scheme::Http);
         }
     }
 
@@ -189,7 +224,11 @@ mod tests {
         ];
         for (input, err) in cases {
             let head = Bytes::copy_from_slice(input.as_bytes());
-            assert_eq!(parse_absolute(&head, &head), Err(*err), "{input}");
+            assert_eq!(
+                parse_absolute(&head, |p| head.slice_ref(p)),
+                Err(*err),
+                "{input}"
+            );
         }
     }
 }

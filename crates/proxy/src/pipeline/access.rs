@@ -14,36 +14,31 @@ use std::time::SystemTime;
 use sepia_access::{AccessRules, Dst, HeaderLookup, Request, Verdict};
 use sepia_auth::Verdict as AuthVerdict;
 use sepia_cache_policy::Fields as _;
-use sepia_http1::{HeaderId, RequestHead};
 use sepia_observe::ResultCode;
 
-use crate::cache::HeadFields;
-use crate::client::ClientSide;
-use crate::exchange::Outcome;
-use crate::shared::Shared;
-use crate::target::split_authority;
+use super::context::Exchange;
+use super::responder::Responder;
+use crate::model::{split_authority, FieldView, HeaderId, Outcome, RequestView, Scheme};
+use crate::state::State;
 
-/// Applies `rules` to `req`. `None` lets the request go on; otherwise the answer to send
-/// (403 for a denial, 407 when credentials are needed, 503 when the authentication helpers
-/// cannot answer), logged as `TCP_DENIED` like Squid. The user a request authenticated as is
-/// left in `cs.user` for the access log.
+/// Applies `rules` to the request. `None` lets it go on; otherwise the answer to send (403
+/// for a denial, 407 when credentials are needed, 503 when the authentication helpers cannot
+/// answer), logged as `TCP_DENIED` like Squid. The user a request authenticated as is left in
+/// `x.user` for the access log. `url_buf` is the connection's reused buffer for the URL.
 ///
-/// A request whose target cannot be determined (`target` is `None`) is let through here:
-/// `dispatch` answers it with 400, 409 or 501 before any origin or cache work, exactly as
+/// A request whose target cannot be determined (`target` is `None`) is let through here: the
+/// pipeline answers it with 400, 409 or 501 before any origin or cache work, exactly as
 /// without rules.
-pub(crate) async fn enforce(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
+pub(super) async fn enforce<C: Responder>(
+    x: &mut Exchange<'_, C>,
     target: Option<RuleTarget<'_>>,
     rules: &AccessRules,
-    keep_client: bool,
+    url_buf: &mut Vec<u8>,
 ) -> Option<Outcome> {
     let target = target?;
-    let mut url = std::mem::take(&mut cs.key);
-    let decision = decide(shared, cs.peer.ip(), req, target, rules, &mut url).await;
-    cs.key = url;
-    cs.user = decision.user;
+    let client = x.cx.conn.client.peer.ip();
+    let decision = decide(x.cx.state, client, x.cx.req, target, rules, url_buf).await;
+    x.user = decision.user;
     let (status, detail) = match decision.verdict {
         Verdict::Allow => return None,
         Verdict::Deny => (403, "access denied by the proxy's access rules"),
@@ -52,16 +47,7 @@ pub(crate) async fn enforce(
         }
         Verdict::AuthRequired => (407, "proxy authentication required"),
     };
-    Some(Outcome {
-        status,
-        bytes_sent: 0,
-        keep_client,
-        result: ResultCode::TcpDenied,
-        peer: None,
-        content_type: None,
-        local: Some((status, detail)),
-        body_complete: false,
-    })
+    Some(Outcome::local(status, detail).logged_as(ResultCode::TcpDenied))
 }
 
 struct Decision {
@@ -73,9 +59,9 @@ struct Decision {
 }
 
 async fn decide(
-    shared: &Shared,
+    state: &State,
     client: IpAddr,
-    req: &RequestHead,
+    req: &impl RequestView,
     target: RuleTarget<'_>,
     rules: &AccessRules,
     url_buf: &mut Vec<u8>,
@@ -85,13 +71,14 @@ async fn decide(
         // The absolute URL normalised like the cache key (lowercase scheme and host, no
         // default port): Squid's url_regex also sees its canonical URL.
         Some(origin_form) => {
-            sepia_cache_policy::primary_key(b"http", target.authority, origin_form, url_buf);
+            let scheme = target.scheme.as_bytes();
+            sepia_cache_policy::primary_key(scheme, target.authority, origin_form, url_buf);
             let path_start = sepia_cache_policy::key_origin(url_buf).len();
             (url_buf, &url_buf[path_start..])
         }
         None => (req.target(), b""),
     };
-    let fields = Fields(req);
+    let fields = RequestFields(req.fields());
     // Declared before `facts` so that the facts can borrow them once they are known.
     let resolved: OnceLock<Vec<IpAddr>> = OnceLock::new();
     let mut user: Option<Arc<str>> = None;
@@ -115,18 +102,18 @@ async fn decide(
         // same), so requests the rules decide without them never pay for a verification.
         user: None,
         now: SystemTime::now(),
-        tz: &shared.tz,
+        tz: &state.tz,
     };
-    let mut verdict = check(shared, rules, &mut facts, &resolved).await;
+    let mut verdict = check(state, rules, &mut facts, &resolved).await;
     let mut auth_unavailable = false;
     if verdict == Verdict::AuthRequired {
-        let credentials = req.headers().get(HeaderId::ProxyAuthorization);
-        if let (Some(auth), Some(value)) = (&shared.auth, credentials) {
+        let credentials = fields.0.first(HeaderId::ProxyAuthorization);
+        if let (Some(auth), Some(value)) = (&state.auth, credentials) {
             match auth.verify(value).await {
                 AuthVerdict::Valid(name) => {
                     user = Some(name);
                     facts.user = user.as_deref();
-                    verdict = check(shared, rules, &mut facts, &resolved).await;
+                    verdict = check(state, rules, &mut facts, &resolved).await;
                 }
                 AuthVerdict::Invalid => {}
                 AuthVerdict::Unavailable => auth_unavailable = true,
@@ -143,7 +130,7 @@ async fn decide(
 /// Checks the rules; when they reach a `dst` ACL for a host name, resolves the name (once per
 /// request: `resolved` keeps the addresses) and checks again with them.
 async fn check<'a>(
-    shared: &Shared,
+    state: &State,
     rules: &AccessRules,
     facts: &mut Request<'a>,
     resolved: &'a OnceLock<Vec<IpAddr>>,
@@ -152,7 +139,7 @@ async fn check<'a>(
         Ok(verdict) => verdict,
         Err(_need_dst) => {
             let name = std::str::from_utf8(facts.host).unwrap_or_default();
-            let found = match shared.resolver.resolve(name, facts.port).await {
+            let found = match state.upstreams.resolver.resolve(name, facts.port).await {
                 Ok(addrs) => addrs.iter().map(|a| a.ip()).collect(),
                 Err(_) => Vec::new(),
             };
@@ -168,9 +155,10 @@ async fn check<'a>(
     }
 }
 
-/// Where the request goes, as the rules see it: read by `dispatch` from the target it
+/// Where the request goes, as the rules see it: read by the pipeline from the target it
 /// parses anyway.
-pub(crate) struct RuleTarget<'a> {
+pub(super) struct RuleTarget<'a> {
+    scheme: Scheme,
     /// `host[:port]`: the URL's authority, the Host of an origin-form request (reverse and
     /// interception listeners), or CONNECT's target (RFC 9112 §3.2.3).
     authority: &'a [u8],
@@ -182,21 +170,28 @@ pub(crate) struct RuleTarget<'a> {
 }
 
 impl<'a> RuleTarget<'a> {
-    /// An http request for `origin_form` at `authority` (port 80 unless given).
-    pub(crate) fn url(authority: &'a [u8], origin_form: &'a [u8]) -> Option<RuleTarget<'a>> {
+    /// A request for `origin_form` at `authority` (the scheme's default port unless given).
+    pub(super) fn url(
+        scheme: Scheme,
+        authority: &'a [u8],
+        origin_form: &'a [u8],
+    ) -> Option<RuleTarget<'a>> {
         let auth = split_authority(authority)?;
         Some(RuleTarget {
+            scheme,
             authority,
             host: auth.host,
-            port: auth.port.unwrap_or(80),
+            port: auth.port.unwrap_or(scheme.default_port()),
             origin_form: Some(origin_form),
         })
     }
 
     /// A CONNECT to `authority`, which must name its port.
-    pub(crate) fn connect(authority: &'a [u8]) -> Option<RuleTarget<'a>> {
+    pub(super) fn connect(authority: &'a [u8]) -> Option<RuleTarget<'a>> {
         let auth = split_authority(authority)?;
         Some(RuleTarget {
+            // Only the port the CONNECT names matters; the URL rules see is its target.
+            scheme: Scheme::Http,
             authority,
             host: auth.host,
             port: auth.port?,
@@ -206,13 +201,11 @@ impl<'a> RuleTarget<'a> {
 }
 
 /// The request's header fields for `req_header` ACLs.
-struct Fields<'a>(&'a RequestHead);
+struct RequestFields<F>(F);
 
-impl HeaderLookup for Fields<'_> {
+impl<F: FieldView> HeaderLookup for RequestFields<F> {
     fn any_value(&self, name: &str, matches: &mut dyn FnMut(&[u8]) -> bool) -> bool {
         // Well-known names are matched by the id the codec assigned at parse time.
-        HeadFields(self.0.headers())
-            .values(name.as_bytes())
-            .any(matches)
+        self.0.values(name.as_bytes()).any(matches)
     }
 }

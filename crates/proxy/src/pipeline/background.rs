@@ -1,148 +1,199 @@
 //! Revalidation in the background (RFC 5861 §3, stale-while-revalidate): the client that found
 //! the stale copy is served at once, and this task asks the origin on its own, without a client
 //! connection, then freshens or replaces the stored variant through the store's refresh fill
-//! (so concurrent requests collapse onto it instead of each revalidating).
+//! (so concurrent requests collapse onto it instead of each revalidating). It goes through the
+//! same origin client as every request, so interim responses, errors and the reuse of the
+//! origin connection are handled as they are in the foreground.
 
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
-use sepia_cache_policy::{is_storable_stored, select_for_update, FieldList, Fields, StoredMeta};
-use sepia_http1::{BodyFraming, Limits, Method, ResponseDecoder, ResponseHead};
+use bytes::Bytes;
+use sepia_cache_policy::{
+    is_storable_stored, select_for_update, validators, FieldList, Fields, StoredMeta,
+};
 use sepia_store::{FillWriter, Object};
 
-use super::{freshened, publish_response, republish, unix_now, HeadFields, Meta};
-use crate::exchange::{obtain, Origins, ORIGIN_READ_ROOM};
-use crate::io::{read_by_deadline, write_parts_within};
-use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines};
-use crate::shared::Shared;
-use sepia_http1::HeaderId;
+use super::cache_flow::Query;
+use super::context::Ctx;
+use crate::cache::{freshened, publish_response, republish, unix_now, Meta};
+use crate::model::{
+    BodyError, BodyPiece, Downstream, Gone, HeaderId, RequestView, ResponseView, Trailers,
+};
+use crate::state::State;
+use crate::upstream::{self, Conditionals, OriginRequest, OwnedOrigins};
 
-/// Where the revalidation goes, owned so the task can outlive the request.
-pub enum Target {
-    Route(usize),
-    Host(String, u16),
-    /// An intercepted connection's original destination, and the spoofed source if any.
-    Diverted(crate::intercept::Diverted),
-}
-
-/// Starts the revalidation of `obj` with the prepared conditional request `head`.
-pub fn spawn(
-    shared: Arc<Shared>,
-    key: Vec<u8>,
-    head: Bytes,
-    target: Target,
-    obj: Arc<Object<Meta>>,
+/// Prepares the conditional request for `obj` now, while the request is at hand, and
+/// revalidates in a task of its own.
+pub(super) fn start<R: RequestView>(
+    cx: Ctx<'_, R>,
+    q: &Query<'_>,
+    obj: &Arc<Object<Meta>>,
     writer: FillWriter<Meta>,
 ) {
+    let ups = &cx.state.upstreams;
+    let up = &q.dest.upstream;
+    let Some(origins) = ups.to_owned(&up.origins) else {
+        return;
+    };
+    // A route's Host when the route sends the origin's: its first origin's authority.
+    let host = match (&origins, up.host) {
+        (_, Some(host)) => Bytes::copy_from_slice(host),
+        (OwnedOrigins::Route(i), None) => ups.routes[*i]
+            .origins
+            .first()
+            .map(|o| o.authority.clone())
+            .unwrap_or_default(),
+        (_, None) => Bytes::new(),
+    };
+    let v = validators(&obj.meta().meta);
+    let cond = Conditionals {
+        strip: true,
+        if_none_match: v.if_none_match,
+        if_modified_since: v.if_modified_since,
+    };
+    let request = OriginRequest {
+        req: cx.req,
+        upstream: up,
+        cond: &cond,
+        client: &cx.conn.client,
+        client_scheme: cx.conn.scheme,
+    };
+    let head = upstream::prepare(ups, request, &host);
+    let job = Job {
+        state: cx.state.clone(),
+        key: q.key.to_vec(),
+        head,
+        origins,
+        obj: obj.clone(),
+    };
     tokio::spawn(async move {
-        if let Err(why) = revalidate(&shared, &key, &head, &target, &obj, writer).await {
+        // Dropping `writer` on any early return aborts the refresh; the stale copy stays.
+        if let Err(why) = job.revalidate(writer).await {
             tracing::debug!("background revalidation gave up: {why}");
         }
     });
 }
 
-async fn revalidate(
-    shared: &Shared,
-    key: &[u8],
-    head: &[u8],
-    target: &Target,
-    obj: &Arc<Object<Meta>>,
-    writer: FillWriter<Meta>,
-) -> Result<(), &'static str> {
-    let cache = shared.cache.as_ref().ok_or("caching is off")?;
-    let t = &shared.config.timeouts;
-    let origins = match target {
-        Target::Route(i) => Origins::Route(&shared.routes[*i]),
-        Target::Host(host, port) => Origins::Host { host, port: *port },
-        Target::Diverted(d) => Origins::Diverted(d),
-    };
-    // Dropping `writer` on any early return aborts the refresh; the stale copy stays stored.
-    let (mut origin, _) = obtain(shared, &origins)
-        .await
-        .map_err(|_| "origin unreachable")?;
-    let request_time = unix_now();
-    write_parts_within(&mut origin.stream, &[head], t.origin_first_byte)
-        .await
-        .map_err(|_| "sending the request failed")?;
-    let mut obuf = BytesMut::with_capacity(ORIGIN_READ_ROOM);
-    let mut resp = ResponseHead::default();
-    let mut decoder = ResponseDecoder::new(Limits::default());
-    let mut deadline = None;
-    loop {
-        match decoder.decode(&mut obuf, &mut resp) {
-            Ok(true) if (100..200).contains(&resp.status) => continue,
-            Ok(true) => break,
-            Ok(false) => {}
-            Err(_) => return Err("invalid response"),
-        }
-        let room = ORIGIN_READ_ROOM;
-        let limit = t.origin_first_byte;
-        match read_by_deadline(&mut origin.stream, &mut obuf, room, &mut deadline, limit).await {
-            Ok(n) if n > 0 => {}
-            _ => return Err("no response"),
-        }
-    }
-    let entry = obj.meta();
-    let fields = HeadFields(resp.headers());
-    let framing = resp.body_framing(Method::Get);
-    if resp.status == 304 {
-        if select_for_update(&[&entry.meta], &fields) != [0] {
-            return Err("the 304 selects no stored response");
-        }
-        let times = (request_time, unix_now());
-        let (head, fresh) = freshened(obj, &fields, times, key, &cache.policy, shared.via());
-        republish(writer, obj, head, fresh)?;
-        if resp.keep_alive && framing == BodyFraming::Empty && obuf.is_empty() {
-            shared.pool.checkin(origin);
-        }
-        return Ok(());
-    }
-    // A new response replaces the stale one when it may be stored under the same variant: the
-    // request that started this carried no body, no no-store (or it would not have been served
-    // stale), and the same Vary-selected fields, so the stored secondary key still applies.
-    let same_vary =
-        fields.first(HeaderId::Vary) == entry.layout.fields(obj.head()).first(HeaderId::Vary);
-    let meta = StoredMeta::from_response(
-        resp.status,
-        &fields,
-        request_time,
-        unix_now(),
-        key,
-        &cache.policy,
-    );
-    // Judged from the metadata just built: the response's fields are not parsed again.
-    let storable =
-        is_storable_stored(b"GET", &FieldList::new(), &meta, &cache.policy).is_storable();
-    if !storable || !same_vary || !meta.is_worth_storing() || framing == BodyFraming::UntilClose {
-        writer.release();
-        return Ok(());
-    }
-    let secondary = obj.secondary().clone();
-    let mut body = publish_response(writer, meta, &resp, framing, shared.via(), secondary);
-    if let Some(mut incoming) = BodyIn::new(framing) {
-        let mut tee = |data: &[u8]| body.append(data);
-        let limits = Deadlines {
-            read: t.origin_first_byte,
-            write: t.origin_first_byte,
+/// A background revalidation, owning what it needs.
+struct Job {
+    state: Arc<State>,
+    key: Vec<u8>,
+    head: Bytes,
+    origins: OwnedOrigins,
+    obj: Arc<Object<Meta>>,
+}
+
+impl Job {
+    async fn revalidate(self, writer: FillWriter<Meta>) -> Result<(), &'static str> {
+        let state = &self.state;
+        let cache = state.cache.as_ref().ok_or("caching is off")?;
+        let ups = &state.upstreams;
+        let origins = ups.origins(&self.origins);
+        let request_time = unix_now();
+        let mut scratch = upstream::Scratch::default();
+        let mut nobody = NoClient;
+        let mut fetched =
+            upstream::fetch_prepared(ups, &origins, &self.head, &mut nobody, &mut scratch)
+                .await
+                .map_err(|_| "the origin did not answer")?;
+        let obj = &self.obj;
+        let verdict = {
+            let resp = fetched.head();
+            let fields = resp.fields();
+            let entry = obj.meta();
+            if resp.status() == 304 {
+                if select_for_update(&[&entry.meta], &fields) != [0] {
+                    return Err("the 304 selects no stored response");
+                }
+                let times = (request_time, unix_now());
+                let policy = &cache.policy;
+                let (head, fresh) = freshened(obj, &fields, times, &self.key, policy, state.via());
+                Verdict::Freshened(head, fresh)
+            } else if fields.first(HeaderId::Vary)
+                != entry.layout.fields(obj.head()).first(HeaderId::Vary)
+            {
+                // A new response replaces the stale one only under the same variant: the
+                // request that started this carried no body, no no-store (or it would not
+                // have been served stale), and the same Vary-selected fields, so the stored
+                // secondary key still applies.
+                Verdict::OtherVariant
+            } else {
+                Verdict::Replace(Box::new(StoredMeta::from_response(
+                    resp.status(),
+                    &fields,
+                    request_time,
+                    unix_now(),
+                    &self.key,
+                    &cache.policy,
+                )))
+            }
         };
-        let mut nowhere = tokio::io::sink();
-        relay_body(
-            &mut origin.stream,
-            &mut obuf,
-            &mut incoming,
-            &mut nowhere,
-            BodyOut::Raw,
-            b"",
-            limits,
-            Some(&mut tee),
-        )
-        .await
-        .map_err(|_| "the new body did not arrive whole")?;
+        let meta = match verdict {
+            Verdict::Freshened(head, fresh) => {
+                republish(writer, obj, head, fresh)?;
+                // A 304 has no body: the connection goes back to the pool.
+                fetched.release();
+                return Ok(());
+            }
+            Verdict::OtherVariant => {
+                writer.release();
+                return Ok(());
+            }
+            Verdict::Replace(meta) => *meta,
+        };
+        // Judged from the metadata just built: the response's fields are not parsed again.
+        let storable =
+            is_storable_stored(b"GET", &FieldList::new(), &meta, &cache.policy).is_storable();
+        if !storable || !meta.is_worth_storing() || !fetched.end_is_certain() {
+            writer.release();
+            return Ok(());
+        }
+        let secondary = obj.secondary().clone();
+        let length = fetched.body_length();
+        let via = state.via();
+        let mut body = publish_response(writer, meta, fetched.head(), length, via, secondary);
+        loop {
+            match fetched.next_body().await {
+                Ok(BodyPiece::Data(data)) => body.append(&data),
+                Ok(BodyPiece::End(_)) => break,
+                Err(_) => return Err("the new body did not arrive whole"),
+            }
+        }
+        fetched.release();
+        body.finish()
+            .map_err(|_| "the new body did not match its length")?;
+        Ok(())
     }
-    body.finish()
-        .map_err(|_| "the new body did not match its length")?;
-    if resp.keep_alive && obuf.is_empty() {
-        shared.pool.checkin(origin);
+}
+
+/// What a revalidation's answer does to the stored variant.
+enum Verdict {
+    /// A 304 freshened it: the new head and entry (RFC 9111 §4.3.4).
+    Freshened(Bytes, Meta),
+    /// The response varies differently: it is not stored in this variant's place.
+    OtherVariant,
+    /// A new response, with its metadata, may replace it.
+    Replace(Box<StoredMeta>),
+}
+
+/// The client side of a background revalidation: there is none. The request has no content,
+/// interim responses go nowhere, and nobody can go away.
+struct NoClient;
+
+impl Downstream for NoClient {
+    fn awaits_continue(&self) -> bool {
+        false
     }
-    Ok(())
+
+    async fn body_next(&mut self) -> Result<BodyPiece, BodyError> {
+        Ok(BodyPiece::End(Trailers::default()))
+    }
+
+    async fn interim(&mut self, _head: &impl ResponseView) -> Result<(), Gone> {
+        Ok(())
+    }
+
+    async fn gone(&mut self) {
+        std::future::pending::<()>().await;
+    }
 }

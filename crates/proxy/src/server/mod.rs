@@ -2,27 +2,26 @@
 //! let in-flight requests finish (idle keep-alive connections close at once, busy ones after
 //! their current response) and give up after the configured grace period.
 
+mod parked;
+mod tracker;
+
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use sepia_config::{Config, Mode};
 use sepia_observe::AccessLog;
 use socket2::{Domain, Socket, Type};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::futures::OwnedNotified;
-use tokio::sync::Notify;
+use tokio::net::TcpListener;
 
-use crate::shutdown::Shutdown;
-
-use crate::client;
-use crate::intercept::{self, Divert};
-use crate::shared::Shared;
+use self::parked::{spawn_session, Accepted};
+use self::tracker::Tracker;
+use crate::state::State;
+use crate::transport::intercept;
+use crate::transport::Conn;
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 4096;
@@ -34,7 +33,7 @@ const BACKLOG: i32 = 4096;
 /// worker from an idle one (see `burst.rs`). Without it every response waits for one pass of
 /// the scheduler once its worker has begun two requests.
 pub struct Server {
-    shared: Arc<Shared>,
+    state: Arc<State>,
     listeners: Vec<Bound>,
 }
 
@@ -60,7 +59,7 @@ impl Server {
             });
         }
         Ok(Server {
-            shared: Arc::new(Shared::new(config, log)?),
+            state: Arc::new(State::new(config, log)?),
             listeners,
         })
     }
@@ -77,12 +76,12 @@ impl Server {
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let tracker = Arc::new(Tracker::new(Arc::default()));
         for bound in self.listeners {
-            tokio::spawn(accept_loop(bound, self.shared.clone(), tracker.clone()));
+            tokio::spawn(accept_loop(bound, self.state.clone(), tracker.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
         tracker.shutdown.begin();
-        let grace = self.shared.config.server.shutdown_grace;
+        let grace = self.state.config.server.shutdown_grace;
         if tokio::time::timeout(grace, tracker.all_done())
             .await
             .is_err()
@@ -123,7 +122,7 @@ fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
-async fn accept_loop(bound: Bound, shared: Arc<Shared>, tracker: Arc<Tracker>) {
+async fn accept_loop(bound: Bound, state: Arc<State>, tracker: Arc<Tracker>) {
     let Bound {
         listener,
         mode,
@@ -141,8 +140,8 @@ async fn accept_loop(bound: Bound, shared: Arc<Shared>, tracker: Arc<Tracker>) {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
-                    let conn = Conn { shared: shared.clone(), mode, divert, guard: tracker.enter() };
-                    spawn_session(conn, stream, peer);
+                    let accepted = Accepted { state: state.clone(), mode, divert, guard: tracker.enter() };
+                    spawn_session(accepted, Conn::Tcp(stream), peer);
                 }
                 Err(e) => {
                     // Out of descriptors or memory: back off instead of spinning.
@@ -155,162 +154,20 @@ async fn accept_loop(bound: Bound, shared: Arc<Shared>, tracker: Arc<Tracker>) {
     }
 }
 
-/// What a client connection carries between its session task and its parked state. Kept to
-/// five words: the peer address is asked of the socket again when a parked connection wakes
-/// (one syscall per resumption, at most once a second per client) and the shutdown signal is
-/// cloned from the tracker, so neither is stored while the client is idle.
-struct Conn {
-    shared: Arc<Shared>,
-    mode: Mode,
-    divert: Divert,
-    guard: Guard,
-}
-
-/// Runs a client session; if it goes idle, parks the connection in a separate small task so
-/// the session's large future (buffers, request state) is freed while the client is silent.
-fn spawn_session(conn: Conn, stream: TcpStream, peer: SocketAddr) {
-    tokio::spawn(async move {
-        let served = client::serve(
-            conn.shared.clone(),
-            stream,
-            peer,
-            conn.mode,
-            conn.divert.clone(),
-            conn.guard.0.shutdown.clone(),
-        )
-        .await;
-        if let client::Served::Idle(stream) = served {
-            tokio::spawn(Parked::new(conn, stream));
-        }
-    });
-}
-
-pin_project_lite::pin_project! {
-    /// An idle keep-alive connection: holds only the socket until the client sends again (then a
-    /// new session starts), the keep-alive idle timeout passes, or the server shuts down.
-    ///
-    /// This is what every idle client costs, so it is a hand-written future rather than an
-    /// `async fn` with `select!`: readiness uses the socket's own waker slot
-    /// (`poll_read_ready`, no waiter node as `readable()` adds), the shutdown signal is an owned
-    /// `Notify` waiter (no borrow to keep alive), and nothing is stored twice. 10,000 parked
-    /// connections measured in bench/RESULTS.md.
-    struct Parked {
-        conn: Option<Conn>,
-        stream: Option<TcpStream>,
-        #[pin]
-        idle: tokio::time::Sleep,
-        #[pin]
-        stop: OwnedNotified,
-    }
-}
-
-impl Parked {
-    fn new(conn: Conn, stream: TcpStream) -> Parked {
-        let rest = conn
-            .shared
-            .config
-            .timeouts
-            .client_idle
-            .saturating_sub(client::IDLE_RELEASE);
-        // Created before the first poll: a `notify_waiters` after this point is still seen.
-        let stop = conn.guard.0.shutdown.waiter();
-        Parked {
-            idle: tokio::time::sleep(rest),
-            stop,
-            conn: Some(conn),
-            stream: Some(stream),
-        }
-    }
-}
-
-impl Future for Parked {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
-        if this.stop.poll(cx).is_ready() || this.conn.as_ref().is_some_and(Conn::stopping) {
-            return Poll::Ready(());
-        }
-        if let Some(stream) = this.stream.as_ref() {
-            match stream.poll_read_ready(cx) {
-                Poll::Ready(Ok(())) => {
-                    if let (Some(conn), Some(stream)) = (this.conn.take(), this.stream.take()) {
-                        // A peer that already reset the connection has nothing to serve.
-                        if let Ok(peer) = stream.peer_addr() {
-                            spawn_session(conn, stream, peer);
-                        }
-                    }
-                    return Poll::Ready(());
-                }
-                Poll::Ready(Err(_)) => return Poll::Ready(()),
-                Poll::Pending => {}
-            }
-        }
-        if this.idle.poll(cx).is_ready() {
-            return Poll::Ready(());
-        }
-        Poll::Pending
-    }
-}
-
-impl Conn {
-    /// Whether shutdown began before this connection parked.
-    fn stopping(&self) -> bool {
-        self.guard.0.shutdown.has_begun()
-    }
-}
-
-/// Counts open client connections so shutdown can wait for them, and tells them to close.
-struct Tracker {
-    count: AtomicUsize,
-    zero: Notify,
-    /// Begins when the server stops; every session and parked connection holds it.
-    shutdown: Arc<Shutdown>,
-}
-
-struct Guard(Arc<Tracker>);
-
-impl Tracker {
-    fn new(shutdown: Arc<Shutdown>) -> Tracker {
-        Tracker {
-            count: AtomicUsize::new(0),
-            zero: Notify::new(),
-            shutdown,
-        }
-    }
-
-    fn enter(self: &Arc<Self>) -> Guard {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        Guard(self.clone())
-    }
-
-    async fn all_done(&self) {
-        loop {
-            let notified = self.zero.notified();
-            if self.count.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.zero.notify_waiters();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpStream;
+
+    use super::parked::Parked;
+    use crate::front::h1;
+    use crate::state::shutdown::Shutdown;
+    use crate::transport::intercept::Divert;
 
     /// Runs `measure` with a connected socket, its peer address, the built-in configuration's
     /// shared state and a shutdown signal, on a throwaway runtime.
     fn with_parts<T>(
-        measure: impl FnOnce(TcpStream, SocketAddr, Arc<Shared>, Arc<Shutdown>) -> T,
+        measure: impl FnOnce(TcpStream, SocketAddr, Arc<State>, Arc<Shutdown>) -> T,
     ) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -321,8 +178,8 @@ mod tests {
             let addr = l.local_addr().unwrap();
             let s = TcpStream::connect(addr).await.unwrap();
             let config = Arc::new(Config::builtin_default());
-            let shared = Arc::new(Shared::new(config, AccessLog::disabled()).unwrap());
-            measure(s, addr, shared, Arc::default())
+            let state = Arc::new(State::new(config, AccessLog::disabled()).unwrap());
+            measure(s, addr, state, Arc::default())
         })
     }
 
@@ -347,25 +204,22 @@ mod tests {
 
     #[test]
     fn a_parked_connection_is_small() {
-        let serve = with_parts(|s, addr, shared, shutdown| {
-            std::mem::size_of_val(&client::serve(
-                shared,
-                s,
-                addr,
-                Mode::Forward,
-                Divert::NotDiverted,
-                shutdown,
-            ))
+        let serve = with_parts(|s, addr, state, shutdown| {
+            let listener = h1::Listener {
+                mode: Mode::Forward,
+                divert: Divert::NotDiverted,
+            };
+            std::mem::size_of_val(&h1::serve(state, Conn::Tcp(s), addr, listener, shutdown))
         });
-        let park = with_parts(|s, _, shared, shutdown| {
+        let park = with_parts(|s, _, state, shutdown| {
             let tracker = Arc::new(Tracker::new(shutdown));
-            let conn = Conn {
-                shared,
+            let accepted = Accepted {
+                state,
                 mode: Mode::Forward,
                 divert: Divert::NotDiverted,
                 guard: tracker.enter(),
             };
-            std::mem::size_of_val(&Parked::new(conn, s))
+            std::mem::size_of_val(&Parked::new(accepted, Conn::Tcp(s)))
         });
         eprintln!("serve future: {serve} bytes, parked connection: {park} bytes");
         // A parked connection must stay small: this is what 10,000 idle clients cost.

@@ -9,23 +9,15 @@
 //!   `spoof_client`, origin connections leave from the client's address (Squid's default).
 //!
 //! The origin contacted is always that original destination, never a host chosen from the
-//! request: the Host header is only checked against it (Squid's `host_verify_strict`), so a
-//! client cannot use an intercepting proxy to reach, or poison the cache for, another host.
+//! request: the pipeline only checks the Host header against it (`pipeline/destination.rs`).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use sepia_config::Mode;
-use sepia_http1::RequestHead;
 use socket2::{Domain, SockRef, Socket, Type};
 use tokio::net::{TcpSocket, TcpStream};
-
-use crate::client::local_error;
-use crate::exchange::Outcome;
-use crate::shared::Shared;
-use crate::target::{split_authority, AbsoluteTarget};
 
 /// Where an accepted connection was going, decided once when it is accepted. Behind an `Arc`
 /// so that connections of the other modes (and parked ones) stay small, and a parked
@@ -51,7 +43,7 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    fn detail(self) -> &'static str {
+    pub fn detail(self) -> &'static str {
         match self {
             Refusal::Direct => {
                 "this port serves only intercepted connections; \
@@ -152,138 +144,9 @@ pub fn spoofed_socket(source: IpAddr, dst: SocketAddr) -> io::Result<TcpSocket> 
     Ok(TcpSocket::from_std_stream(socket.into()))
 }
 
-/// Where a request that arrived on an interception listener goes: its Host (or absolute-form
-/// authority), its origin-form target and its only origin, the original destination, once
-/// the Host has been verified against that destination. `Err` is the answer instead.
-///
-/// The caller passes these to the cache itself, like the other modes: measured, that keeps
-/// the connection's task smaller than any wrapper future does.
-pub async fn route(
-    shared: &Shared,
-    divert: &Divert,
-    req: &RequestHead,
-    absolute: Option<AbsoluteTarget>,
-    no_body_pending: bool,
-) -> Result<(Bytes, Bytes, Diverted), Outcome> {
-    let diverted = match divert {
-        Divert::To(d) => **d,
-        Divert::Refused(why) => return Err(local_error(403, why.detail(), false)),
-        Divert::NotDiverted => {
-            return Err(local_error(500, "not an intercepted connection", false))
-        }
-    };
-    // Clients that believe they talk to the origin send origin-form; absolute-form is accepted
-    // too (RFC 9112 §3.2.2) and its authority then stands for Host.
-    let (host, origin_form): (Bytes, Bytes) = match absolute {
-        Some(t) => (t.authority, t.origin_form),
-        None => match req.host() {
-            Some(h) => (req.raw().slice_ref(h), req.raw().slice_ref(req.target())),
-            None => return Err(local_error(409, HOST_MISSING, no_body_pending)),
-        },
-    };
-    if let Err(why) = verify_host(shared, &host, diverted.dst).await {
-        // Squid answers 409 Conflict too: the request is neither routed elsewhere nor cached.
-        return Err(local_error(409, why, no_body_pending));
-    }
-    Ok((host, origin_form, diverted))
-}
-
-const HOST_MISSING: &str = "an intercepted request needs a Host header";
-
-/// Squid's `host_verify_strict`: the Host (or absolute-form authority) must name the address
-/// the connection was really going to. An IP literal must be that IP; a name must resolve to
-/// it. The port, given or http's default 80, must be the destination's.
-async fn verify_host(
-    shared: &Shared,
-    host_value: &[u8],
-    dst: SocketAddr,
-) -> Result<(), &'static str> {
-    match check_literal(host_value, dst)? {
-        HostKind::Literal => Ok(()),
-        HostKind::Name(name) => {
-            // Boxed: the resolver's future is large and would enlarge every connection's task;
-            // resolving allocates anyway.
-            let addrs = Box::pin(shared.resolver.resolve(name, dst.port()))
-                .await
-                .map_err(|_| "the Host name could not be resolved to verify it")?;
-            if addrs.iter().any(|a| a.ip().to_canonical() == dst.ip()) {
-                Ok(())
-            } else {
-                Err("the Host name does not resolve to the address the connection was sent to")
-            }
-        }
-    }
-}
-
-enum HostKind<'a> {
-    /// An IP literal equal to the destination.
-    Literal,
-    /// A name still to be resolved.
-    Name(&'a str),
-}
-
-/// Everything about a Host value that can be checked without DNS.
-fn check_literal(host_value: &[u8], dst: SocketAddr) -> Result<HostKind<'_>, &'static str> {
-    let auth = split_authority(host_value).ok_or("invalid Host header")?;
-    if auth.port.unwrap_or(80) != dst.port() {
-        return Err("the Host port is not the port the connection was sent to");
-    }
-    let host = std::str::from_utf8(auth.host).map_err(|_| "invalid Host header")?;
-    match host.parse::<IpAddr>() {
-        Ok(ip) if ip.to_canonical() == dst.ip() => Ok(HostKind::Literal),
-        Ok(_) => Err("the Host address is not the address the connection was sent to"),
-        Err(_) => Ok(HostKind::Name(host)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_literals_must_match_the_destination() {
-        let v4: SocketAddr = "10.0.0.2:80".parse().unwrap();
-        let v6: SocketAddr = "[fd00::2]:8080".parse().unwrap();
-        let ok: &[(&str, SocketAddr)] = &[
-            ("10.0.0.2", v4),
-            ("10.0.0.2:80", v4),
-            ("10.0.0.2:", v4),
-            ("[fd00::2]:8080", v6),
-            ("[FD00:0::2]:8080", v6),
-        ];
-        for (host, dst) in ok {
-            assert!(
-                matches!(check_literal(host.as_bytes(), *dst), Ok(HostKind::Literal)),
-                "{host}"
-            );
-        }
-        let bad: &[(&str, SocketAddr)] = &[
-            ("10.0.0.3", v4),
-            ("10.0.0.2:81", v4),
-            ("[fd00::2]", v6),
-            ("[fd00::3]:8080", v6),
-            ("10.0.0.2:8080", v6),
-            ("", v4),
-            ("a b", v4),
-        ];
-        for (host, dst) in bad {
-            assert!(check_literal(host.as_bytes(), *dst).is_err(), "{host}");
-        }
-    }
-
-    #[test]
-    fn host_names_are_left_to_resolution_but_ports_checked_first() {
-        let dst: SocketAddr = "10.0.0.2:80".parse().unwrap();
-        assert!(matches!(
-            check_literal(b"Origin.Example", dst),
-            Ok(HostKind::Name("Origin.Example"))
-        ));
-        assert!(matches!(
-            check_literal(b"origin.example:80", dst),
-            Ok(HostKind::Name("origin.example"))
-        ));
-        assert!(check_literal(b"origin.example:8080", dst).is_err());
-    }
 
     #[test]
     fn own_listener_is_recognised() {

@@ -1,9 +1,11 @@
 //! Keep-alive connections to origins, shared by all client connections.
 //!
-//! Idle connections are keyed by the origin's socket address and handed out newest first (the
-//! one least likely to have been closed by the origin's own idle timer). A connection is checked
-//! for a pending EOF before reuse, and callers retry an idempotent request once on a fresh
-//! connection when a reused one fails before any response byte arrives (RFC 9112 §9.3.1).
+//! Idle connections are keyed by everything that makes one connection unfit for another's
+//! request ([`OriginKey`]: the origin's address, the source address, the TLS server name and
+//! the protocol) and handed out newest first (the one least likely to have been closed by the
+//! origin's own idle timer). A connection is checked for a pending EOF before reuse, and the
+//! origin client retries an idempotent request once on a fresh connection when a reused one
+//! fails before any response byte arrives (RFC 9112 §9.3.1).
 //!
 //! A connection opened from a spoofed client address (TPROXY with `spoof_client`) is keyed by
 //! that address too: the origin sees it as the client's own connection, so only requests of
@@ -15,24 +17,56 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use crate::transport::Conn;
 
-/// Idle connections kept per origin address; more are closed on check-in.
+/// Idle connections kept per key; more are closed on check-in.
 const MAX_IDLE_PER_ORIGIN: usize = 256;
 
-/// A connection to an origin, fresh or taken from the pool.
-pub struct OriginConn {
-    pub stream: TcpStream,
+/// The protocol spoken on an origin connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    Http1,
+}
+
+/// What an idle connection must match to carry a request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OriginKey {
     pub addr: SocketAddr,
     /// The client address the connection was opened from (spoofed), `None` for Sepia's own.
     pub source: Option<IpAddr>,
+    /// The name the TLS handshake asked for (SNI) and the certificate was checked against;
+    /// `None` for a plain connection.
+    pub server_name: Option<Arc<str>>,
+    pub protocol: Protocol,
+}
+
+impl OriginKey {
+    /// A plain HTTP/1.1 connection to `addr`, from `source` when spoofing.
+    pub fn plain(addr: SocketAddr, source: Option<IpAddr>) -> OriginKey {
+        OriginKey {
+            addr,
+            source,
+            server_name: None,
+            protocol: Protocol::Http1,
+        }
+    }
+}
+
+/// A connection to an origin, fresh or taken from the pool.
+#[derive(Debug)]
+pub struct OriginConn {
+    pub conn: Conn,
+    pub key: OriginKey,
     /// True when the connection has carried a request before: a failure before the first
     /// response byte may then be the origin closing an idle connection, worth one retry.
     pub reused: bool,
 }
 
-/// The origin's address and the spoofed client address the connection was opened from, if any.
-type PoolKey = (SocketAddr, Option<IpAddr>);
+impl OriginConn {
+    pub fn addr(&self) -> SocketAddr {
+        self.key.addr
+    }
+}
 
 /// The pool is consulted twice by every request that reaches an origin (a checkout, a
 /// check-in). Keys are origin addresses, which clients reach only through the routes or the
@@ -42,7 +76,7 @@ type PoolKey = (SocketAddr, Option<IpAddr>);
 type PoolHasher = foldhash::fast::RandomState;
 
 struct Idle {
-    stream: TcpStream,
+    conn: Conn,
     /// When it was checked in, on the coarse monotonic clock (see [`coarse_now`]).
     since: Duration,
 }
@@ -57,7 +91,7 @@ fn coarse_now() -> Duration {
 
 /// The pool itself. Cheap to share (`Arc<Pool>`); a sweeper task closes expired connections.
 pub struct Pool {
-    idle: Mutex<HashMap<PoolKey, Vec<Idle>, PoolHasher>>,
+    idle: Mutex<HashMap<OriginKey, Vec<Idle>, PoolHasher>>,
     idle_timeout: Duration,
     connect_timeout: Duration,
 }
@@ -74,23 +108,16 @@ impl Pool {
         pool
     }
 
-    /// An idle connection to `addr` that still looks open, if the pool has one.
-    #[cfg(test)]
-    pub fn checkout(&self, addr: SocketAddr) -> Option<OriginConn> {
-        self.checkout_from(addr, None)
-    }
-
-    /// An idle connection to `addr` opened from `source` (see [`Pool::connect_from`]).
-    fn checkout_from(&self, addr: SocketAddr, source: Option<IpAddr>) -> Option<OriginConn> {
+    /// An idle connection matching `key` that still looks open, if the pool has one.
+    fn checkout(&self, key: &OriginKey) -> Option<OriginConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(&(addr, source))?;
+        let list = idle.get_mut(key)?;
         let now = coarse_now();
-        while let Some(conn) = list.pop() {
-            if now.saturating_sub(conn.since) < self.idle_timeout && looks_open(&conn.stream) {
+        while let Some(idle) = list.pop() {
+            if now.saturating_sub(idle.since) < self.idle_timeout && idle.conn.looks_open() {
                 return Some(OriginConn {
-                    stream: conn.stream,
-                    addr,
-                    source,
+                    conn: idle.conn,
+                    key: key.clone(),
                     reused: true,
                 });
             }
@@ -98,77 +125,54 @@ impl Pool {
         None
     }
 
-    /// Returns a connection whose last response was complete and which may carry another.
+    /// Keeps a connection whose last exchange ended cleanly for another request. Only the
+    /// origin client calls this, from the one place that decides a connection may be reused.
     pub fn checkin(&self, conn: OriginConn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.entry((conn.addr, conn.source)).or_default();
+        let list = idle.entry(conn.key).or_default();
         if list.len() < MAX_IDLE_PER_ORIGIN {
             list.push(Idle {
-                stream: conn.stream,
+                conn: conn.conn,
                 since: coarse_now(),
             });
         }
     }
 
-    /// Opens a new connection to the first of `addrs` that accepts within the connect timeout.
-    pub async fn connect(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
-        self.connect_from(addrs, None).await
-    }
-
-    /// Like [`Pool::connect`], from the (non-local) client address `source` when given: a
-    /// transparent socket, as TPROXY's `spoof_client` needs.
-    pub async fn connect_from(
+    /// Opens a new connection to the first of `addrs` that accepts within the connect timeout,
+    /// from the (non-local) client address `source` when given (TPROXY's `spoof_client`).
+    pub async fn connect(
         &self,
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
     ) -> io::Result<OriginConn> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
         for &addr in addrs {
-            let connecting = async {
-                match source {
-                    None => TcpStream::connect(addr).await,
-                    Some(ip) => {
-                        crate::intercept::spoofed_socket(ip, addr)?
-                            .connect(addr)
-                            .await
-                    }
-                }
-            };
-            match tokio::time::timeout(self.connect_timeout, connecting).await {
-                Ok(Ok(stream)) => {
-                    // Heads and bodies are written whole; Nagle would only add latency.
-                    stream.set_nodelay(true)?;
+            match Conn::connect(addr, source, self.connect_timeout).await {
+                Ok(conn) => {
                     return Ok(OriginConn {
-                        stream,
-                        addr,
-                        source,
+                        conn,
+                        key: OriginKey::plain(addr, source),
                         reused: false,
-                    });
+                    })
                 }
-                Ok(Err(e)) => last = e,
-                Err(_) => last = io::Error::new(io::ErrorKind::TimedOut, "connect timed out"),
+                Err(e) => last = e,
             }
         }
         Err(last)
     }
 
-    /// A pooled connection to one of `addrs`, or a new one.
-    pub async fn get(&self, addrs: &[SocketAddr]) -> io::Result<OriginConn> {
-        self.get_from(addrs, None).await
-    }
-
     /// A pooled connection to one of `addrs` opened from `source`, or a new one.
-    pub async fn get_from(
+    pub async fn get(
         &self,
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
     ) -> io::Result<OriginConn> {
         for &addr in addrs {
-            if let Some(conn) = self.checkout_from(addr, source) {
+            if let Some(conn) = self.checkout(&OriginKey::plain(addr, source)) {
                 return Ok(conn);
             }
         }
-        self.connect_from(addrs, source).await
+        self.connect(addrs, source).await
     }
 
     /// Number of idle connections held.
@@ -186,13 +190,6 @@ impl Pool {
             !list.is_empty()
         });
     }
-}
-
-/// An idle connection must have nothing to read: data would be a protocol error by the origin,
-/// and EOF means it closed its side.
-fn looks_open(stream: &TcpStream) -> bool {
-    let mut probe = [0u8; 1];
-    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
 async fn sweep(pool: Weak<Pool>) {
@@ -222,13 +219,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
 
-        let conn = pool.get(&[addr]).await.unwrap();
+        let conn = pool.get(&[addr], None).await.unwrap();
         assert!(!conn.reused);
         let (mut server_side, _) = listener.accept().await.unwrap();
         pool.checkin(conn);
         assert_eq!(pool.idle_count(), 1);
 
-        let again = pool.get(&[addr]).await.unwrap();
+        let again = pool.get(&[addr], None).await.unwrap();
         assert!(again.reused, "the idle connection is handed out again");
         pool.checkin(again);
 
@@ -236,7 +233,7 @@ mod tests {
         server_side.shutdown().await.unwrap();
         drop(server_side);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let fresh = pool.get(&[addr]).await.unwrap();
+        let fresh = pool.get(&[addr], None).await.unwrap();
         assert!(!fresh.reused);
     }
 
@@ -245,12 +242,12 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_millis(100), Duration::from_secs(1));
-        let conn = pool.get(&[addr]).await.unwrap();
+        let conn = pool.get(&[addr], None).await.unwrap();
         let _server_side = listener.accept().await.unwrap();
         pool.checkin(conn);
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert_eq!(pool.idle_count(), 0, "the sweeper closed it");
-        assert!(pool.checkout(addr).is_none());
+        assert!(pool.checkout(&OriginKey::plain(addr, None)).is_none());
     }
 
     #[tokio::test]
@@ -262,9 +259,9 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let live = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let conn = pool.connect(&[dead, live]).await.unwrap();
-        assert_eq!(conn.addr, live);
-        assert!(pool.connect(&[dead]).await.is_err());
+        let conn = pool.connect(&[dead, live], None).await.unwrap();
+        assert_eq!(conn.addr(), live);
+        assert!(pool.connect(&[dead], None).await.is_err());
     }
 
     #[tokio::test]
@@ -272,27 +269,27 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let mine = pool.get(&[addr]).await.unwrap();
+        let mine = pool.get(&[addr], None).await.unwrap();
         let _accepted = listener.accept().await.unwrap();
         pool.checkin(mine);
         // A connection opened from a client's address is pooled under that address only.
         let client: IpAddr = "127.0.0.2".parse().unwrap();
-        assert!(pool.checkout_from(addr, Some(client)).is_none());
-        let stream = TcpStream::connect(addr).await.unwrap();
+        let key = |source| OriginKey::plain(addr, source);
+        assert!(pool.checkout(&key(Some(client))).is_none());
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
         let _accepted2 = listener.accept().await.unwrap();
         pool.checkin(OriginConn {
-            stream,
-            addr,
-            source: Some(client),
+            conn: Conn::Tcp(stream),
+            key: key(Some(client)),
             reused: false,
         });
         assert_eq!(pool.idle_count(), 2);
         let other: IpAddr = "127.0.0.3".parse().unwrap();
-        assert!(pool.checkout_from(addr, Some(other)).is_none());
-        let back = pool.checkout_from(addr, Some(client)).unwrap();
-        assert_eq!(back.source, Some(client));
-        let own = pool.checkout(addr).unwrap();
-        assert_eq!(own.source, None);
-        assert!(pool.checkout(addr).is_none());
+        assert!(pool.checkout(&key(Some(other))).is_none());
+        let back = pool.checkout(&key(Some(client))).unwrap();
+        assert_eq!(back.key.source, Some(client));
+        let own = pool.checkout(&key(None)).unwrap();
+        assert_eq!(own.key.source, None);
+        assert!(pool.checkout(&key(None)).is_none());
     }
 }

@@ -9,14 +9,10 @@ use std::time::SystemTime;
 use bytes::{BufMut, Bytes, BytesMut};
 use sepia_http1::reason_phrase;
 
+use crate::model::LOCAL_ANSWER_TYPE;
+
 pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 pub const CONNECT_ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
-/// The Proxy-Authenticate value of a 407 when no `[auth]` section names a realm. A 407 "MUST"
-/// carry a challenge (RFC 9110 §15.5.8, §11.7.1); Basic is the scheme Sepia verifies (RFC 7617).
-pub const DEFAULT_CHALLENGE: &[u8] = b"Basic realm=\"Sepia\"";
-
-/// The Content-Type of every response [`error_response`] builds (the access log's `%mt`).
-pub const ERROR_CONTENT_TYPE: &[u8] = b"text/plain; charset=utf-8";
 
 /// A complete error response. `close` adds `Connection: close` (the caller then closes).
 /// A 407 carries `challenge` as its Proxy-Authenticate value.
@@ -34,7 +30,7 @@ pub fn error_response(
     out.put_slice(b"Date: ");
     out.put_slice(httpdate::fmt_http_date(SystemTime::now()).as_bytes());
     out.put_slice(b"\r\nContent-Type: ");
-    out.put_slice(ERROR_CONTENT_TYPE);
+    out.put_slice(LOCAL_ANSWER_TYPE);
     out.put_slice(b"\r\nCache-Control: no-store\r\n");
     if let Some(via) = via {
         out.put_slice(b"Via: ");
@@ -58,6 +54,8 @@ pub fn error_response(
 mod tests {
     use super::*;
 
+    const CHALLENGE: &[u8] = b"Basic realm=\"Sepia\"";
+
     #[test]
     fn error_response_is_a_complete_message() {
         let r = error_response(
@@ -65,7 +63,7 @@ mod tests {
             "origin refused the connection",
             true,
             Some(b"1.1 sepia"),
-            DEFAULT_CHALLENGE,
+            CHALLENGE,
         );
         let text = std::str::from_utf8(&r).unwrap();
         assert!(text.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{text}");
@@ -94,7 +92,7 @@ mod tests {
             text.contains("\r\nProxy-Authenticate: Basic realm=\"Staff only\"\r\n"),
             "{text}"
         );
-        let r = error_response(403, "denied", false, None, DEFAULT_CHALLENGE);
+        let r = error_response(403, "denied", false, None, CHALLENGE);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Proxy-Authenticate"));
@@ -102,7 +100,7 @@ mod tests {
 
     #[test]
     fn keep_alive_errors_do_not_say_close() {
-        let r = error_response(403, "denied", false, None, DEFAULT_CHALLENGE);
+        let r = error_response(403, "denied", false, None, CHALLENGE);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Connection: close"));

@@ -1,117 +1,53 @@
-//! CONNECT tunnels (RFC 9110 §9.3.6): after a 2xx, the connection becomes a blind byte pipe
-//! to the requested authority until either side closes or no byte moves for `tunnel_idle`.
+//! A CONNECT tunnel's byte pipe (RFC 9110 §9.3.6): after the 2xx, the client connection carries
+//! bytes both ways to the origin until either side closes or no byte moves for `tunnel_idle`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sepia_http1::RequestHead;
-use sepia_observe::ResultCode;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::client::ClientSide;
-use crate::errors::CONNECT_ESTABLISHED;
-use crate::exchange::Outcome;
-use crate::io::write_parts_within;
-use crate::shared::Shared;
-use crate::target::split_authority;
-
 const TUNNEL_BUF: usize = 16 * 1024;
 
-pub async fn connect(shared: &Shared, cs: &mut ClientSide, req: &RequestHead) -> Outcome {
-    let fail = |status, detail| Outcome {
-        status,
-        bytes_sent: 0,
-        keep_client: false,
-        result: if status == 403 {
-            ResultCode::TcpDenied
-        } else {
-            ResultCode::TcpTunnel
-        },
-        peer: None,
-        content_type: None,
-        local: Some((status, detail)),
-        body_complete: false,
-    };
-    // CONNECT's target is authority-form and must name a port (RFC 9112 §3.2.3).
-    let Some(auth) = split_authority(req.target()) else {
-        return fail(400, "CONNECT needs host:port");
-    };
-    let Some(port) = auth.port else {
-        return fail(400, "CONNECT needs host:port");
-    };
-    if !shared.config.forward.connect_ports.contains(&port) {
-        return fail(403, "CONNECT to this port is not allowed");
-    }
-    let Ok(host) = std::str::from_utf8(auth.host) else {
-        return fail(400, "invalid CONNECT host");
-    };
-    let addrs = match shared.resolver.resolve(host, port).await {
-        Ok(a) => a,
-        Err(_) => return fail(502, "the host name could not be resolved"),
-    };
-    let mut origin = match shared.pool.connect(&addrs).await {
-        Ok(c) => c,
-        Err(_) => return fail(502, "could not connect to the requested host"),
-    };
-    let t = &shared.config.timeouts;
-    if write_parts_within(&mut cs.stream, &[CONNECT_ESTABLISHED], t.client_idle)
-        .await
-        .is_err()
-    {
-        return Outcome {
-            keep_client: false,
-            local: None,
-            body_complete: false,
-            ..fail(200, "")
-        };
-    }
-    // Bytes the client sent right after its CONNECT head belong to the tunnel.
-    let early = cs.buf.split();
-    let (up, down) = pipe(&mut cs.stream, &mut origin.stream, &early, t.tunnel_idle).await;
-    tracing::debug!(up, down, "tunnel closed");
-    Outcome {
-        status: 200,
-        bytes_sent: CONNECT_ESTABLISHED.len() as u64 + down,
-        keep_client: false,
-        result: ResultCode::TcpTunnel,
-        peer: Some(origin.addr.ip()),
-        content_type: None,
-        local: None,
-        body_complete: false,
-    }
+/// One connection's two directions.
+pub struct Ends<R, W> {
+    pub read: R,
+    pub write: W,
 }
 
-/// Copies both ways until both directions end or nothing moves for `idle`.
+/// Copies both ways until both directions end or nothing moves for `idle`; `early` (bytes the
+/// client sent right after its CONNECT head) goes to the origin first, under the same idle
+/// limit as everything else, so an origin that never reads cannot hold the tunnel open.
 /// Returns (client→origin, origin→client) byte counts.
-async fn pipe(
-    client: &mut tokio::net::TcpStream,
-    origin: &mut tokio::net::TcpStream,
+pub async fn pipe<CR, CW, OR, OW>(
+    client: Ends<CR, CW>,
+    origin: Ends<OR, OW>,
     early: &[u8],
     idle: Duration,
-) -> (u64, u64) {
-    let base = Instant::now();
-    let last = AtomicU64::new(0);
-    let (mut cr, mut cw) = client.split();
-    let (mut or, mut ow) = origin.split();
+) -> (u64, u64)
+where
+    CR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+    OR: AsyncRead + Unpin,
+    OW: AsyncWrite + Unpin,
+{
+    let activity = Activity {
+        base: Instant::now(),
+        last: AtomicU64::new(0),
+    };
+    let (mut cr, mut cw) = (client.read, client.write);
+    let (mut or, mut ow) = (origin.read, origin.write);
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
-    if !early.is_empty() {
-        if ow.write_all(early).await.is_err() {
-            return (0, 0);
-        }
-        up.fetch_add(early.len() as u64, Ordering::Relaxed);
-    }
     let both = async {
         tokio::join!(
-            pump(&mut cr, &mut ow, &last, &up, base),
-            pump(&mut or, &mut cw, &last, &down, base)
+            pump(&mut cr, &mut ow, early, &activity, &up),
+            pump(&mut or, &mut cw, &[], &activity, &down)
         )
     };
     let watchdog = async {
         loop {
-            let since = Duration::from_millis(last.load(Ordering::Relaxed));
-            let deadline = base + since + idle;
+            let deadline = activity.last_at() + idle;
             if Instant::now() >= deadline {
                 return;
             }
@@ -125,12 +61,37 @@ async fn pipe(
     (up.load(Ordering::Relaxed), down.load(Ordering::Relaxed))
 }
 
-/// One direction: read, write, note the activity; on EOF pass the half-close on.
-async fn pump<R, W>(r: &mut R, w: &mut W, last: &AtomicU64, count: &AtomicU64, base: Instant)
+/// When bytes last moved either way.
+struct Activity {
+    base: Instant,
+    /// Milliseconds after `base`.
+    last: AtomicU64,
+}
+
+impl Activity {
+    fn moved(&self) {
+        let since = self.base.elapsed().as_millis() as u64;
+        self.last.store(since, Ordering::Relaxed);
+    }
+
+    fn last_at(&self) -> Instant {
+        self.base + Duration::from_millis(self.last.load(Ordering::Relaxed))
+    }
+}
+
+/// One direction: `first`, then read, write, note the activity; on EOF pass the half-close on.
+async fn pump<R, W>(r: &mut R, w: &mut W, first: &[u8], activity: &Activity, count: &AtomicU64)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    if !first.is_empty() {
+        if w.write_all(first).await.is_err() {
+            return;
+        }
+        count.fetch_add(first.len() as u64, Ordering::Relaxed);
+        activity.moved();
+    }
     let mut buf = vec![0u8; TUNNEL_BUF];
     loop {
         let n = match r.read(&mut buf).await {
@@ -141,7 +102,67 @@ where
             break;
         }
         count.fetch_add(n as u64, Ordering::Relaxed);
-        last.store(base.elapsed().as_millis() as u64, Ordering::Relaxed);
+        activity.moved();
     }
     let _ = w.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ends of an in-memory connection whose peer is `peer`.
+    fn ends(
+        capacity: usize,
+    ) -> (
+        Ends<
+            tokio::io::ReadHalf<tokio::io::DuplexStream>,
+            tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        >,
+        tokio::io::DuplexStream,
+    ) {
+        let (near, peer) = tokio::io::duplex(capacity);
+        let (read, write) = tokio::io::split(near);
+        (Ends { read, write }, peer)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn early_bytes_to_an_origin_that_never_reads_end_with_the_idle_limit() {
+        let (client, _client_peer) = ends(1024);
+        // The origin's side holds 64 bytes and is never read.
+        let (origin, _origin_peer) = ends(64);
+        let early = vec![b'x'; 10_000];
+        let idle = Duration::from_secs(5);
+        let started = Instant::now();
+        let piped =
+            tokio::time::timeout(Duration::from_secs(60), pipe(client, origin, &early, idle));
+        let (up, down) = piped.await.expect("the tunnel closed at its idle limit");
+        assert!(started.elapsed() <= idle + Duration::from_secs(1));
+        assert!(
+            up < early.len() as u64,
+            "the origin never took the early bytes"
+        );
+        assert_eq!(down, 0);
+    }
+
+    #[tokio::test]
+    async fn bytes_flow_both_ways_early_ones_first() {
+        let (client, mut client_peer) = ends(1024);
+        let (origin, mut origin_peer) = ends(1024);
+        let piping =
+            tokio::spawn(
+                async move { pipe(client, origin, b"early|", Duration::from_secs(5)).await },
+            );
+        client_peer.write_all(b"later").await.unwrap();
+        client_peer.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        origin_peer.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"early|later");
+        origin_peer.write_all(b"reply").await.unwrap();
+        drop(origin_peer);
+        let mut back = Vec::new();
+        client_peer.read_to_end(&mut back).await.unwrap();
+        assert_eq!(back, b"reply");
+        assert_eq!(piping.await.unwrap(), (11, 5));
+    }
 }

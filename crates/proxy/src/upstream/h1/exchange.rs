@@ -1,492 +1,348 @@
-//! One request forwarded to an origin and its response relayed back (the "pass" path).
+//! One request sent to an origin over HTTP/1.1 and its response read back.
 //!
 //! Steps: obtain an origin connection (pooled, or new with failover across the route's
-//! origins) → send the head, and the body streamed from the client → await the response head
-//! while watching for the client hanging up → relay the response body → return the origin
-//! connection to the pool when both messages ended cleanly and it may be reused.
+//! origins) → send the head, and the content pulled from the client → await the response head
+//! while watching for the client going away, passing interim responses on → hand the head and
+//! a body reader to the pipeline → return the connection to the pool when both messages
+//! ended cleanly ([`Fetched`]'s drop: the one place that decides reuse).
 
 use std::io;
 use std::net::IpAddr;
 
 use bytes::{Bytes, BytesMut};
-use sepia_http1::{
-    BodyFraming, HeaderId, Method, RequestHead, ResponseDecoder, ResponseHead, Version,
-};
-use sepia_observe::ResultCode;
-use tokio::io::AsyncReadExt;
+use sepia_http1::{BodyFraming, ResponseDecoder, ResponseHead};
 
-use crate::client::ClientSide;
-use crate::errors::CONTINUE_100;
-use crate::heads::{self, Conditionals};
-use crate::intercept::Diverted;
-use crate::io::{read_by_deadline, write_parts_within};
-use crate::pool::OriginConn;
-use crate::relay::{relay_body, BodyIn, BodyOut, Deadlines, RelayError, Tee};
-use crate::shared::{RouteState, Shared};
+use super::request_head::{self, HeadParts};
+use crate::h1::body::{write_end, write_piece, BodyDecoder, BodyOut, BodyReadError};
+use crate::h1::fields::H1Fields;
+use crate::h1::views;
+use crate::model::{
+    BodyError, BodyLength, BodyPiece, ClientInfo, Downstream, Method, RequestView, ResponseView,
+    Scheme,
+};
+use crate::transport::io::{read_by_deadline, write_parts_within};
+use crate::upstream::pool::OriginConn;
+use crate::upstream::{Conditionals, FetchError, Origins, Upstream, Upstreams};
 
 /// Room for an origin's response head (and the start of its body) in one read.
-pub(crate) const ORIGIN_READ_ROOM: usize = 16 * 1024;
+const ORIGIN_READ_ROOM: usize = 16 * 1024;
 
-/// Where the request goes.
-pub enum Origins<'a> {
-    /// Reverse mode: a route's origins, round-robin with failover on connect errors.
-    Route(&'a RouteState),
-    /// Forward mode: the requested host (a name or an IP literal) and port. Names are
-    /// resolved only when a connection is needed, so a cache hit never waits on DNS.
-    Host { host: &'a str, port: u16 },
-    /// Interception: the connection's original destination and nothing else, opened from the
-    /// client's address when spoofing (see `intercept`). Borrowed, so that every future
-    /// holding an `Upstream` stays as small as in the other modes.
-    Diverted(&'a Diverted),
+/// Buffers an origin exchange reuses, kept by the client connection across its requests (or
+/// made for one background revalidation): the head sent, the bytes read, the response head.
+#[derive(Default)]
+pub struct Scratch {
+    head: BytesMut,
+    obuf: BytesMut,
+    resp: ResponseHead,
 }
 
-pub struct Upstream<'a> {
-    /// The origin-form target to send.
-    pub target: &'a [u8],
-    /// The Host value to send; `None` sends the authority of the origin the route picked.
-    pub host: Option<&'a [u8]>,
-    pub origins: Origins<'a>,
-}
-
-/// How an exchange ended, for the client loop and the access log.
-pub struct Outcome {
-    pub status: u16,
-    pub bytes_sent: u64,
-    pub keep_client: bool,
-    pub result: ResultCode,
-    pub peer: Option<IpAddr>,
-    /// The response's Content-Type, for the access log (`None` when the log is off).
-    pub content_type: Option<Bytes>,
-    /// The origin's response body was read to its end (what a cache fill may commit), even
-    /// if the client stopped reading it.
-    pub body_complete: bool,
-    /// A response Sepia generates itself (an error, or a PURGE answer), written by the caller.
-    pub local: Option<(u16, &'static str)>,
-}
-
-impl Outcome {
-    pub fn error(status: u16, detail: &'static str, keep_client: bool) -> Outcome {
-        Outcome {
-            status,
-            bytes_sent: 0,
-            keep_client,
-            result: ResultCode::TcpMiss,
-            peer: None,
-            content_type: None,
-            local: Some((status, detail)),
-            body_complete: false,
-        }
-    }
-
-    fn client_gone() -> Outcome {
-        Outcome {
-            status: 0,
-            bytes_sent: 0,
-            keep_client: false,
-            result: ResultCode::TcpMissAborted,
-            peer: None,
-            content_type: None,
-            local: None,
-            body_complete: false,
-        }
+impl Scratch {
+    /// Drops the last response's head, a slice of the read buffer: with no reference left,
+    /// the next exchange's read reuses the buffer's allocation.
+    pub fn forget_response(&mut self) {
+        self.resp.clear();
     }
 }
 
-enum SendError {
-    Origin,
-    ClientGone,
-    ClientFraming,
+/// A request for an origin: the client's request and what the cache or the route changes.
+pub struct OriginRequest<'a, R> {
+    pub req: &'a R,
+    pub upstream: &'a Upstream<'a>,
+    pub cond: &'a Conditionals<'a>,
+    pub client: &'a ClientInfo,
+    pub client_scheme: Scheme,
 }
 
-enum HeadError {
-    /// Nothing at all came back: on a reused connection, likely the origin's idle close.
-    NothingReceived,
-    Invalid,
-    TimedOut,
-    ClientGone,
-}
-
-/// Passes a request through to the origin and relays the answer: no cache involved.
-pub async fn forward(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
-    up: Upstream<'_>,
-) -> Outcome {
-    match fetch(shared, cs, req, &up, &Conditionals::AS_RECEIVED).await {
-        Ok(fetched) => relay_response(shared, cs, req, fetched, None, &[]).await,
-        Err(outcome) => outcome,
-    }
-}
-
-/// An origin connection whose response head is in `cs.resp`, with the bytes read past it.
-pub struct Fetched {
-    pub origin: OriginConn,
-    pub obuf: BytesMut,
-}
-
-/// Sends the request (head edited by `cond`, body streamed from the client) and reads the
-/// final response head into `cs.resp`. `Err` is the outcome to report instead.
-pub async fn fetch(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
-    up: &Upstream<'_>,
-    cond: &Conditionals<'_>,
-) -> Result<Fetched, Outcome> {
-    let framing = req.body_framing();
-    let has_body = !matches!(framing, BodyFraming::Empty | BodyFraming::Length(0));
-    // Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent, and
-    // with no body already consumed from the client.
-    let retryable =
-        !has_body && !matches!(req.method, Method::Post | Method::Patch | Method::Other);
-    // With a body still unread on the client connection, an error answer must close it.
-    let keep_on_error = !has_body && req.keep_alive;
-    // A refused connection is a bad gateway; one that never completes is a gateway timeout.
-    let unreachable = |e: io::Error| match e.kind() {
-        io::ErrorKind::TimedOut => Outcome::error(
-            504,
-            "connecting to the origin server timed out",
-            keep_on_error,
-        ),
-        io::ErrorKind::NotFound => Outcome::error(
-            502,
-            "the origin's host name could not be resolved",
-            keep_on_error,
-        ),
-        _ => Outcome::error(502, "could not connect to the origin server", keep_on_error),
+/// Sends the request (its content pulled from `client`) and reads the final response head.
+pub async fn fetch<'s, R: RequestView, D: Downstream>(
+    ups: &'s Upstreams,
+    request: OriginRequest<'_, R>,
+    client: &mut D,
+    scratch: &'s mut Scratch,
+) -> Result<Fetched<'s>, FetchError> {
+    let up = request.upstream;
+    let (origin, picked) = ups
+        .obtain(&up.origins)
+        .await
+        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+    scratch.head.clear();
+    let parts = HeadParts {
+        target: up.target,
+        host: up.host.or(picked.as_deref()).unwrap_or_default(),
+        policy: &ups.config.headers,
+        via: &ups.via,
+        client: request.client,
+        client_scheme: request.client_scheme,
+        cond: request.cond,
     };
-    let (mut origin, picked) = obtain(shared, &up.origins).await.map_err(unreachable)?;
-    cs.head_buf.clear();
-    heads::origin_request(
-        &mut cs.head_buf,
-        req,
-        up.target,
-        up.host.or(picked.as_deref()).unwrap_or_default(),
-        &shared.config.headers,
-        &shared.via,
-        &cs.info,
-        cond,
-    );
-    // The connection's origin read buffer, reused across requests (its slices are dropped by
-    // the end of each relay, so growing it reclaims the same allocation).
-    let mut obuf = std::mem::take(&mut cs.obuf);
+    request_head::build(&mut scratch.head, request.req, &parts);
+    let sending = Sending {
+        method: request.req.method(),
+        body: request.req.body(),
+    };
+    exchange(ups, origin, sending, client, scratch).await
+}
+
+/// The head of a request that will be sent later, without the client (a background
+/// revalidation): built now, while the request is at hand.
+pub fn prepare(
+    ups: &Upstreams,
+    request: OriginRequest<'_, impl RequestView>,
+    host: &[u8],
+) -> Bytes {
+    let mut head = BytesMut::with_capacity(512);
+    let parts = HeadParts {
+        target: request.upstream.target,
+        host,
+        policy: &ups.config.headers,
+        via: &ups.via,
+        client: request.client,
+        client_scheme: request.client_scheme,
+        cond: request.cond,
+    };
+    request_head::build(&mut head, request.req, &parts);
+    head.freeze()
+}
+
+/// Sends a prepared GET (no content) to `origins` and reads the final response head.
+pub async fn fetch_prepared<'s>(
+    ups: &'s Upstreams,
+    origins: &Origins<'_>,
+    head: &Bytes,
+    client: &mut impl Downstream,
+    scratch: &'s mut Scratch,
+) -> Result<Fetched<'s>, FetchError> {
+    let (origin, _) = ups
+        .obtain(origins)
+        .await
+        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+    scratch.head.clear();
+    scratch.head.extend_from_slice(head);
+    let sending = Sending {
+        method: Method::Get,
+        body: BodyLength::None,
+    };
+    exchange(ups, origin, sending, client, scratch).await
+}
+
+/// What the request sent on an exchange is, for the retry and framing decisions.
+#[derive(Clone, Copy)]
+struct Sending {
+    method: Method,
+    body: BodyLength,
+}
+
+impl Sending {
+    /// Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent,
+    /// and with no content already consumed from the client.
+    fn retryable(self) -> bool {
+        self.body == BodyLength::None
+            && !matches!(self.method, Method::Post | Method::Patch | Method::Other)
+    }
+}
+
+/// Sends the head in `scratch.head` on `origin` and reads the response head, once more on a
+/// fresh connection when a reused one turns out closed.
+async fn exchange<'s>(
+    ups: &'s Upstreams,
+    mut origin: OriginConn,
+    sending: Sending,
+    client: &mut impl Downstream,
+    scratch: &'s mut Scratch,
+) -> Result<Fetched<'s>, FetchError> {
+    let Scratch { head, obuf, resp } = scratch;
     obuf.clear();
     let mut retried = false;
     loop {
-        let may_retry = origin.reused && retryable && !retried;
-        match send_request(shared, cs, req, framing, &mut origin).await {
-            Ok(()) => {}
-            Err(SendError::Origin) if may_retry => {
-                retried = true;
-                origin = shared
-                    .pool
-                    .connect_from(&[origin.addr], origin.source)
-                    .await
-                    .map_err(unreachable)?;
-                continue;
+        let may_retry = origin.reused && sending.retryable() && !retried;
+        let failed = match send(ups, &mut origin, head, sending.body, client).await {
+            Ok(()) => read_head(ups, &mut origin, obuf, resp, client).await.err(),
+            Err(e) => Some(e),
+        };
+        match failed {
+            None => {
+                let framing = resp.body_framing(sending.method);
+                return Ok(Fetched {
+                    end_is_certain: framing != BodyFraming::UntilClose,
+                    length: views::body_length(framing),
+                    body: BodyDecoder::new(framing),
+                    pool_rule: resp.reusable(sending.method),
+                    origin: Some(origin),
+                    ups,
+                    obuf,
+                    resp,
+                });
             }
-            Err(SendError::Origin) => {
-                return Err(Outcome::error(
-                    502,
-                    "the origin server closed the connection",
-                    false,
-                ))
-            }
-            Err(SendError::ClientFraming) => {
-                return Err(Outcome::error(400, "invalid chunked request body", false))
-            }
-            Err(SendError::ClientGone) => return Err(Outcome::client_gone()),
-        }
-        match read_response_head(shared, cs, req, &mut origin, &mut obuf).await {
-            Ok(()) => return Ok(Fetched { origin, obuf }),
-            Err(HeadError::NothingReceived) if may_retry => {
+            Some(FetchError::OriginClosed | FetchError::NoAnswer) if may_retry => {
                 retried = true;
                 obuf.clear();
-                origin = shared
+                origin = ups
                     .pool
-                    .connect_from(&[origin.addr], origin.source)
+                    .connect(&[origin.addr()], origin.key.source)
                     .await
-                    .map_err(unreachable)?;
+                    .map_err(|e| FetchError::Unreachable(e.kind()))?;
             }
-            Err(HeadError::NothingReceived) => {
-                return Err(Outcome::error(
-                    502,
-                    "the origin server closed the connection without answering",
-                    false,
-                ))
-            }
-            Err(HeadError::Invalid) => {
-                return Err(Outcome::error(
-                    502,
-                    "the origin server sent an invalid response",
-                    false,
-                ))
-            }
-            Err(HeadError::TimedOut) => {
-                return Err(Outcome::error(
-                    504,
-                    "the origin server did not answer in time",
-                    false,
-                ))
-            }
-            Err(HeadError::ClientGone) => return Err(Outcome::client_gone()),
+            Some(e) => return Err(e),
         }
     }
 }
 
-/// A response the cache consumed instead of relaying (a 304 to a revalidation, an error
-/// answered with a stale copy): the origin connection goes back to the pool only when the
-/// response had no body left to read.
-pub fn settle_unrelayed(shared: &Shared, req: &RequestHead, resp: &ResponseHead, fetched: Fetched) {
-    let framing = resp.body_framing(req.method);
-    if resp.keep_alive && framing == BodyFraming::Empty && fetched.obuf.is_empty() {
-        shared.pool.checkin(fetched.origin);
-    }
-}
-
-/// A connection to the route's next origin (failing over on connect errors) or to the host,
-/// with the authority of the route's origin it reached (for `host_header = "origin"`).
-pub(crate) async fn obtain(
-    shared: &Shared,
-    origins: &Origins<'_>,
-) -> io::Result<(OriginConn, Option<Bytes>)> {
-    match origins {
-        Origins::Host { host, port } => {
-            let addrs = shared.resolver.resolve(host, *port).await?;
-            Ok((shared.pool.get(&addrs).await?, None))
-        }
-        Origins::Diverted(d) => Ok((shared.pool.get_from(&[d.dst], d.spoof_from).await?, None)),
-        Origins::Route(route) => {
-            let n = route.origins.len();
-            let start = route.start();
-            // The error is only built when every origin failed: an io::Error with a message
-            // allocates, and this runs for every request that reaches an origin.
-            let mut last = None;
-            for i in 0..n {
-                let origin = &route.origins[(start + i) % n];
-                let addrs = match origin.addrs(&shared.resolver).await {
-                    Ok(a) => a,
-                    Err(e) => {
-                        last = Some(e);
-                        continue;
-                    }
-                };
-                match shared.pool.get(addrs.as_slice()).await {
-                    Ok(c) => return Ok((c, Some(origin.authority.clone()))),
-                    Err(e) => last = Some(e),
-                }
-            }
-            Err(last.unwrap_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, "route without origins")
-            }))
-        }
-    }
-}
-
-/// Sends the prepared head (in `cs.head_buf`) and streams the request body.
-async fn send_request(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
-    framing: BodyFraming,
+/// Writes the head, then the content pulled from the client, framed as the client framed it
+/// (a length stays a length, chunked stays chunked with its trailers).
+async fn send(
+    ups: &Upstreams,
     origin: &mut OriginConn,
-) -> Result<(), SendError> {
-    let t = &shared.config.timeouts;
-    let Some(mut body) = BodyIn::new(framing) else {
-        return write_parts_within(&mut origin.stream, &[&cs.head_buf], t.origin_first_byte)
+    head: &[u8],
+    body: BodyLength,
+    client: &mut impl Downstream,
+) -> Result<(), FetchError> {
+    let limit = ups.config.timeouts.origin_first_byte;
+    let conn = &mut origin.conn;
+    if body == BodyLength::None {
+        return write_parts_within(conn, &[head], limit)
             .await
-            .map_err(|_| SendError::Origin);
-    };
-    let mut prefix: &[u8] = &cs.head_buf;
-    if req.expect_continue && req.version == Version::Http11 && cs.buf.is_empty() {
-        // The client waits for a go-ahead before sending its body (RFC 9110 §10.1.1). Sepia
-        // forwards the head first, then invites the body, which it streams as it comes.
-        write_parts_within(&mut origin.stream, &[prefix], t.origin_first_byte)
-            .await
-            .map_err(|_| SendError::Origin)?;
-        prefix = &[];
-        write_parts_within(&mut cs.stream, &[CONTINUE_100], t.client_idle)
-            .await
-            .map_err(|_| SendError::ClientGone)?;
+            .map_err(|_| FetchError::OriginClosed);
     }
-    let out = if framing == BodyFraming::Chunked {
-        BodyOut::Chunked
-    } else {
-        BodyOut::Raw
-    };
-    let limits = Deadlines {
-        read: t.client_idle,
-        write: t.origin_first_byte,
-    };
-    match relay_body(
-        &mut cs.stream,
-        &mut cs.buf,
-        &mut body,
-        &mut origin.stream,
-        out,
-        prefix,
-        limits,
-        None,
-    )
-    .await
-    {
-        Ok(_) => Ok(()),
-        Err(RelayError::Framing(_)) => Err(SendError::ClientFraming),
-        Err(RelayError::SourceClosed | RelayError::Source(_)) => Err(SendError::ClientGone),
-        Err(RelayError::Dest(_) | RelayError::DestAfterDrain(_)) => Err(SendError::Origin),
+    let (out, _) = BodyOut::for_length(body, true);
+    let mut prefix = head;
+    if client.awaits_continue() {
+        // The head goes first; the front end invites the content when it is first pulled.
+        write_parts_within(conn, &[prefix], limit)
+            .await
+            .map_err(|_| FetchError::OriginClosed)?;
+        prefix = &[];
+    }
+    loop {
+        let written = match client.body_next().await {
+            Ok(BodyPiece::Data(data)) => write_piece(conn, prefix, &data, out, limit).await,
+            Ok(BodyPiece::End(trailers)) => {
+                return write_end(conn, prefix, &trailers, out, limit)
+                    .await
+                    .map(drop)
+                    .map_err(|_| FetchError::OriginClosed)
+            }
+            Err(BodyError::Framing) => return Err(FetchError::ClientFraming),
+            Err(BodyError::Gone) => return Err(FetchError::ClientGone),
+        };
+        written.map_err(|_| FetchError::OriginClosed)?;
+        prefix = &[];
     }
 }
 
-/// Reads the final response head into `cs.resp`, passing interim 1xx responses on to HTTP/1.1
-/// clients (except 100, which Sepia already answered itself). Meanwhile it watches the client:
-/// a client that hangs up cancels the request.
-async fn read_response_head(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
+/// Reads the final response head into `resp`, passing interim responses to the client
+/// (except 100, which the front end answered itself, and 101: Sepia forwards no Upgrade).
+/// Meanwhile it watches the client: a client that goes away cancels the request.
+async fn read_head(
+    ups: &Upstreams,
     origin: &mut OriginConn,
     obuf: &mut BytesMut,
-) -> Result<(), HeadError> {
-    let t = &shared.config.timeouts;
+    resp: &mut ResponseHead,
+    client: &mut impl Downstream,
+) -> Result<(), FetchError> {
+    let limit = ups.config.timeouts.origin_first_byte;
     // The whole head (and any 1xx before it) within `origin_first_byte`, from the first read
     // that has to wait.
     let mut deadline = None;
     let mut decoder = ResponseDecoder::new(sepia_http1::Limits::default());
     let mut received_any = false;
-    // Pipelined requests may arrive meanwhile; read them (bounded) so EOF is noticed.
-    let watch_limit = shared.limits.max_head_bytes;
     loop {
-        match decoder.decode(obuf, &mut cs.resp) {
-            Ok(true) => match cs.resp.status {
+        match decoder.decode(obuf, resp) {
+            Ok(true) => match resp.status {
                 100 => continue,
-                101 => return Err(HeadError::Invalid), // Sepia never forwards Upgrade
+                101 => return Err(FetchError::Invalid),
                 102..=199 => {
-                    if req.version == Version::Http11 {
-                        let raw = cs.resp.raw().clone();
-                        write_parts_within(&mut cs.stream, &[&raw], t.client_idle)
-                            .await
-                            .map_err(|_| HeadError::ClientGone)?;
-                    }
+                    client
+                        .interim(&*resp)
+                        .await
+                        .map_err(|_| FetchError::ClientGone)?;
                     continue;
                 }
                 _ => return Ok(()),
             },
             Ok(false) => {}
-            Err(_) => return Err(HeadError::Invalid),
+            Err(_) => return Err(FetchError::Invalid),
         }
-        let watch_client = cs.buf.len() < watch_limit;
+        let read = read_by_deadline(
+            &mut origin.conn,
+            obuf,
+            ORIGIN_READ_ROOM,
+            &mut deadline,
+            limit,
+        );
         tokio::select! {
-            r = read_by_deadline(&mut origin.stream, obuf, ORIGIN_READ_ROOM, &mut deadline, t.origin_first_byte) => {
-                match r {
-                    Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(HeadError::TimedOut),
-                    // A reset before any byte on a reused connection: the origin closed it idle.
-                    Err(_) if !received_any => return Err(HeadError::NothingReceived),
-                    Err(_) => return Err(HeadError::Invalid),
-                    Ok(0) if !received_any => return Err(HeadError::NothingReceived),
-                    Ok(0) => return Err(HeadError::Invalid),
-                    Ok(_) => received_any = true,
-                }
-            }
-            r = cs.stream.read_buf(&mut cs.buf), if watch_client => {
-                if matches!(r, Ok(0) | Err(_)) {
-                    return Err(HeadError::ClientGone);
-                }
-            }
+            r = read => match r {
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(FetchError::TimedOut),
+                // Nothing at all on a reused connection: likely the origin's idle close.
+                Err(_) | Ok(0) if !received_any => return Err(FetchError::NoAnswer),
+                Err(_) | Ok(0) => return Err(FetchError::Invalid),
+                Ok(_) => received_any = true,
+            },
+            () = client.gone() => return Err(FetchError::ClientGone),
         }
     }
 }
 
-/// Relays the response in `cs.resp` and its body to the client. `tee` sees every body byte
-/// (the cache stores them); `extra` is a block of complete header lines to add.
-pub async fn relay_response(
-    shared: &Shared,
-    cs: &mut ClientSide,
-    req: &RequestHead,
-    fetched: Fetched,
-    tee: Option<Tee<'_>>,
-    extra: &[u8],
-) -> Outcome {
-    let Fetched { origin, mut obuf } = fetched;
-    let t = &shared.config.timeouts;
-    let resp = &cs.resp;
-    let framing = resp.body_framing(req.method);
-    let (body_out, framing_keeps_client) = heads::client_body_out(framing, req.version);
-    let keep_client = req.keep_alive && framing_keeps_client && !cs.shutting_down();
-    let origin_reusable = resp.keep_alive && framing != BodyFraming::UntilClose;
-    cs.head_buf.clear();
-    heads::client_response(
-        &mut cs.head_buf,
-        resp,
-        req.method,
-        framing,
-        body_out,
-        req.version,
-        keep_client,
-        shared.via(),
-        extra,
-    );
-    let mut outcome = Outcome {
-        status: resp.status,
-        bytes_sent: 0,
-        keep_client,
-        result: ResultCode::TcpMiss,
-        peer: Some(origin.addr.ip()),
-        content_type: shared.for_log(|| resp.headers().get_bytes(HeaderId::ContentType)),
-        local: None,
-        body_complete: false,
-    };
-    crate::burst::let_the_pass_finish().await;
-    let mut origin = origin;
-    let done = match BodyIn::new(framing) {
-        None => write_parts_within(&mut cs.stream, &[&cs.head_buf], t.client_idle)
+/// An origin's response whose head has been read, with its body still to come.
+///
+/// [`Fetched::release`] decides the connection's fate, in this one place for every caller: it
+/// goes back to the pool only when the response said the connection persists, its body was
+/// read to the end, and nothing more was received. Dropped without it, the connection closes.
+pub struct Fetched<'s> {
+    origin: Option<OriginConn>,
+    ups: &'s Upstreams,
+    obuf: &'s mut BytesMut,
+    resp: &'s ResponseHead,
+    body: BodyDecoder,
+    length: BodyLength,
+    end_is_certain: bool,
+    /// The response allows reuse as far as its head says (RFC 9112 §9.3).
+    pool_rule: bool,
+}
+
+impl Fetched<'_> {
+    pub fn head(&self) -> &impl ResponseView {
+        self.resp
+    }
+
+    /// How much content follows the head.
+    pub fn body_length(&self) -> BodyLength {
+        self.length
+    }
+
+    /// Whether the end of the body can be told apart from the origin failing: false for an
+    /// HTTP/1.1 body delimited by the connection's close (RFC 9112 §8), which must never be
+    /// stored as if complete.
+    pub fn end_is_certain(&self) -> bool {
+        self.end_is_certain
+    }
+
+    pub fn origin_ip(&self) -> IpAddr {
+        self.origin
+            .as_ref()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |o| o.addr().ip())
+    }
+
+    /// The next piece of the body.
+    pub async fn next_body(&mut self) -> Result<BodyPiece, BodyReadError> {
+        let Some(origin) = self.origin.as_mut() else {
+            return Err(BodyReadError::Closed);
+        };
+        let limit = self.ups.config.timeouts.origin_first_byte;
+        let fields = H1Fields(self.resp.headers());
+        self.body
+            .next(&mut origin.conn, self.obuf, limit, &fields)
             .await
-            .map(|()| cs.head_buf.len() as u64)
-            .map_err(RelayError::Dest),
-        Some(mut body) => {
-            let limits = Deadlines {
-                read: t.origin_first_byte,
-                write: t.client_idle,
-            };
-            relay_body(
-                &mut origin.stream,
-                &mut obuf,
-                &mut body,
-                &mut cs.stream,
-                body_out,
-                &cs.head_buf,
-                limits,
-                tee,
-            )
-            .await
-        }
-    };
-    match done {
-        Ok(n) => {
-            outcome.bytes_sent = n;
-            outcome.body_complete = true;
-            if origin_reusable && obuf.is_empty() {
-                shared.pool.checkin(origin);
+    }
+}
+
+impl Fetched<'_> {
+    /// Done with the response: its connection goes back to the pool if it may carry another
+    /// request (RFC 9112 §9.3), else it closes.
+    pub fn release(mut self) {
+        if let Some(origin) = self.origin.take() {
+            if self.pool_rule && self.body.is_done() && self.obuf.is_empty() {
+                self.ups.pool.checkin(origin);
             }
-        }
-        Err(e @ RelayError::DestAfterDrain(_)) => {
-            tracing::debug!("client gone; the fill read the body to its end: {e}");
-            outcome.keep_client = false;
-            outcome.result = ResultCode::TcpMissAborted;
-            outcome.body_complete = true;
-            if origin_reusable && obuf.is_empty() {
-                shared.pool.checkin(origin);
-            }
-        }
-        Err(e) => {
-            // The origin failed mid-body or the client went away: either way the client must
-            // not see a clean end, so its connection closes (and the origin's is dropped).
-            tracing::debug!("response relay aborted: {e}");
-            outcome.keep_client = false;
-            outcome.result = ResultCode::TcpMissAborted;
         }
     }
-    obuf.clear();
-    cs.obuf = obuf;
-    outcome
 }

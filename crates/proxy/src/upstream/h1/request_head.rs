@@ -1,44 +1,31 @@
-//! Building the heads Sepia sends: the request toward the origin and the response toward the
-//! client. Both copy the received fields except the hop-by-hop ones (RFC 9110 §7.6.1: the
-//! standard list plus every field the Connection header names), then add Sepia's own: Via
-//! (§7.6.3), X-Forwarded-For / Forwarded (RFC 7239), and the framing of the body as Sepia will
-//! send it. Everything is appended into one reused buffer: no per-field allocation.
+//! The request head sent to an origin: the received fields except the hop-by-hop ones (RFC
+//! 9110 §7.6.1: the standard list plus every field the Connection header names) and those
+//! Sepia answers or writes itself, then Sepia's own: Via (§7.6.3), X-Forwarded-For /
+//! Forwarded (RFC 7239), the validators of a revalidation, and the framing of the content as it
+//! will be sent. Everything is appended into one reused buffer: no per-field allocation.
 
 use bytes::BytesMut;
 use sepia_config::{HeaderPolicy, XForwardedFor};
-use sepia_http1::{
-    end_head, put_header, put_header_u64, put_request_line, put_status_line, ConnectionMembers,
-    Header, HeaderId, Method, RequestHead, ResponseHead, Version,
+use sepia_http1::{end_head, put_header, put_header_u64, put_request_line, Version};
+
+use crate::model::{
+    is_hop, BodyLength, ClientInfo, Field, FieldView, HeaderId, RequestView, Scheme,
 };
+use crate::upstream::Conditionals;
 
-use crate::relay::BodyOut;
-
-/// True when `h` must not be forwarded: hop-by-hop by definition, or named in Connection (any
-/// field, well-known ones such as Cache-Control included, RFC 9110 §7.6.1).
-fn is_hop(h: Header<'_>, connection: &ConnectionMembers<'_>) -> bool {
-    h.id.is_hop_by_hop() || (!connection.is_empty() && connection.lists(h.name))
-}
-
-/// How the client's conditional fields reach the origin. A cache fill strips them (the
-/// cache answers them itself from the stored response, RFC 9111 §4.3.2); a revalidation
-/// replaces them with the stored response's validators (§4.3.1).
-pub struct Conditionals<'a> {
-    pub strip: bool,
-    pub if_none_match: Option<&'a [u8]>,
-    pub if_modified_since: Option<&'a [u8]>,
-}
-
-impl Conditionals<'static> {
-    pub const AS_RECEIVED: Conditionals<'static> = Conditionals {
-        strip: false,
-        if_none_match: None,
-        if_modified_since: None,
-    };
-    pub const STRIP: Conditionals<'static> = Conditionals {
-        strip: true,
-        if_none_match: None,
-        if_modified_since: None,
-    };
+/// What the head says besides the client's request.
+pub struct HeadParts<'a> {
+    /// The origin-form target.
+    pub target: &'a [u8],
+    /// The Host value.
+    pub host: &'a [u8],
+    pub policy: &'a HeaderPolicy,
+    /// The Via value Sepia adds.
+    pub via: &'a [u8],
+    pub client: &'a ClientInfo,
+    /// The scheme the client used to reach Sepia (Forwarded's `proto`, RFC 7239 §5.4).
+    pub client_scheme: Scheme,
+    pub cond: &'a Conditionals<'a>,
 }
 
 /// The conditionals a cache answers itself from what it stores (RFC 9111 §4.3.2). If-Match,
@@ -48,179 +35,96 @@ fn is_conditional(id: HeaderId) -> bool {
     matches!(id, HeaderId::IfNoneMatch | HeaderId::IfModifiedSince)
 }
 
-/// What the proxy knows about the client, computed once per connection.
-pub struct ClientInfo {
-    /// The client's address as text, for X-Forwarded-For.
-    pub ip_text: String,
-    /// The RFC 7239 `for=` value (IPv6 quoted and bracketed, §6).
-    pub forwarded_for: String,
-}
-
-impl ClientInfo {
-    pub fn new(ip: std::net::IpAddr) -> ClientInfo {
-        let ip = match ip {
-            std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
-            v4 => v4,
-        };
-        let forwarded_for = match ip {
-            std::net::IpAddr::V4(v4) => v4.to_string(),
-            std::net::IpAddr::V6(v6) => format!("\"[{v6}]\""),
-        };
-        ClientInfo {
-            ip_text: ip.to_string(),
-            forwarded_for,
+/// Appends the request head for the origin to `out`.
+pub fn build(out: &mut BytesMut, req: &impl RequestView, parts: &HeadParts<'_>) {
+    put_request_line(out, req.method_raw(), parts.target, Version::Http11);
+    put_header(out, b"Host", parts.host);
+    let fields = req.fields();
+    let xff_written = put_received_fields(out, &fields, parts);
+    put_own_fields(out, parts, xff_written);
+    match req.body() {
+        BodyLength::Known(n) => put_header_u64(out, b"Content-Length", n),
+        BodyLength::Unknown => put_header(out, b"Transfer-Encoding", b"chunked"),
+        // Methods whose semantics anticipate content say so even when it is empty (RFC 9110
+        // §8.6): keep an explicit zero length for them.
+        BodyLength::None if req.declared_length() == Some(0) => {
+            put_header_u64(out, b"Content-Length", 0)
         }
+        BodyLength::None => {}
     }
+    end_head(out);
 }
 
-/// The request head for the origin. `target` is the origin-form; `host` the Host value to send.
-/// `framing` is how the body will be sent (the same framing as received, re-encoded).
-#[allow(clippy::too_many_arguments)] // every input of the head is a separate, borrowed piece
-pub fn origin_request(
-    out: &mut BytesMut,
-    req: &RequestHead,
-    target: &[u8],
-    host: &[u8],
-    policy: &HeaderPolicy,
-    via: &[u8],
-    client: &ClientInfo,
-    cond: &Conditionals<'_>,
-) {
-    put_request_line(out, req.method_raw(), target, Version::Http11);
-    put_header(out, b"Host", host);
-    let headers = req.headers();
-    let connection = headers.connection_members();
+/// Copies the client's fields that go on; returns whether X-Forwarded-For was written.
+fn put_received_fields(out: &mut BytesMut, fields: &impl FieldView, parts: &HeadParts<'_>) -> bool {
+    let connection = fields.connection_names();
     let mut xff_written = false;
-    for h in headers.iter() {
-        if is_hop(h, &connection) || (cond.strip && is_conditional(h.id)) {
+    for f in fields.each() {
+        if is_hop(f, &connection) || (parts.cond.strip && is_conditional(f.id)) {
             continue;
         }
-        match h.id {
-            // Sepia writes these itself below; Expect is answered by Sepia (100 Continue) and
+        match f.id {
+            // Sepia writes these itself; Expect is answered by Sepia (100 Continue) and
             // Proxy-Authorization is meant for this proxy, never for the origin (RFC 9110 §11.7.2).
             HeaderId::Host
             | HeaderId::ContentLength
             | HeaderId::Expect
-            | HeaderId::ProxyAuthorization => continue,
-            HeaderId::XForwardedFor => match policy.x_forwarded_for {
-                XForwardedFor::Off => put_header(out, h.name, h.value),
+            | HeaderId::ProxyAuthorization => {}
+            HeaderId::XForwardedFor => match parts.policy.x_forwarded_for {
+                XForwardedFor::Off => put_header(out, f.name, f.value),
                 XForwardedFor::Replace => {}
-                XForwardedFor::Append => {
-                    if !xff_written {
-                        // All received lines joined into one, with the client appended last.
-                        out.extend_from_slice(b"X-Forwarded-For: ");
-                        let mut first = true;
-                        for v in headers.get_all(HeaderId::XForwardedFor) {
-                            if !first {
-                                out.extend_from_slice(b", ");
-                            }
-                            out.extend_from_slice(v);
-                            first = false;
-                        }
-                        out.extend_from_slice(b", ");
-                        out.extend_from_slice(client.ip_text.as_bytes());
-                        out.extend_from_slice(b"\r\n");
-                        xff_written = true;
-                    }
+                XForwardedFor::Append if !xff_written => {
+                    put_appended_xff(out, fields.each(), &parts.client.ip_text);
+                    xff_written = true;
                 }
+                XForwardedFor::Append => {}
             },
-            _ => put_header(out, h.name, h.value),
+            _ => put_header(out, f.name, f.value),
         }
     }
+    xff_written
+}
+
+/// Every received X-Forwarded-For line joined into one, with the client appended last.
+fn put_appended_xff<'f>(out: &mut BytesMut, fields: impl Iterator<Item = Field<'f>>, client: &str) {
+    out.extend_from_slice(b"X-Forwarded-For: ");
+    for f in fields.filter(|f| f.id == HeaderId::XForwardedFor) {
+        out.extend_from_slice(f.value);
+        out.extend_from_slice(b", ");
+    }
+    out.extend_from_slice(client.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The fields Sepia adds: X-Forwarded-For (when none was received), Forwarded, Via, and the
+/// validators of a revalidation.
+fn put_own_fields(out: &mut BytesMut, parts: &HeadParts<'_>, xff_written: bool) {
+    let policy = parts.policy;
     if !xff_written && policy.x_forwarded_for != XForwardedFor::Off {
-        put_header(out, b"X-Forwarded-For", client.ip_text.as_bytes());
+        put_header(out, b"X-Forwarded-For", parts.client.ip_text.as_bytes());
     }
     if policy.forwarded {
         out.extend_from_slice(b"Forwarded: for=");
-        out.extend_from_slice(client.forwarded_for.as_bytes());
-        out.extend_from_slice(b";proto=http\r\n");
+        out.extend_from_slice(parts.client.forwarded_for.as_bytes());
+        out.extend_from_slice(b";proto=");
+        out.extend_from_slice(parts.client_scheme.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if policy.via {
-        put_header(out, b"Via", via);
+        put_header(out, b"Via", parts.via);
     }
-    if let Some(etag) = cond.if_none_match {
+    if let Some(etag) = parts.cond.if_none_match {
         put_header(out, b"If-None-Match", etag);
     }
-    if let Some(date) = cond.if_modified_since {
+    if let Some(date) = parts.cond.if_modified_since {
         put_header(out, b"If-Modified-Since", date);
     }
-    match req.body_framing() {
-        sepia_http1::BodyFraming::Length(n) => put_header_u64(out, b"Content-Length", n),
-        sepia_http1::BodyFraming::Chunked => put_header(out, b"Transfer-Encoding", b"chunked"),
-        _ => {
-            // Methods whose semantics anticipate a body say so even when it is empty
-            // (RFC 9110 §8.6): keep an explicit zero length for them.
-            if req.content_length == Some(0) {
-                put_header_u64(out, b"Content-Length", 0);
-            }
-        }
-    }
-    end_head(out);
-}
-
-/// How the response body goes to the client, decided from the origin's framing and the
-/// client's version: HTTP/1.1 clients get chunked instead of close-delimited bodies so the
-/// connection survives; HTTP/1.0 clients cannot parse chunked (RFC 9112 §7.1).
-pub fn client_body_out(framing: sepia_http1::BodyFraming, client: Version) -> (BodyOut, bool) {
-    use sepia_http1::BodyFraming::*;
-    match (framing, client) {
-        (Empty, _) | (Length(_), _) => (BodyOut::Raw, true),
-        (Chunked | UntilClose, Version::Http11) => (BodyOut::Chunked, true),
-        // The body ends when the connection closes.
-        (Chunked | UntilClose, Version::Http10) => (BodyOut::Raw, false),
-    }
-}
-
-/// The response head for the client.
-#[allow(clippy::too_many_arguments)]
-pub fn client_response(
-    out: &mut BytesMut,
-    resp: &ResponseHead,
-    request_method: Method,
-    framing: sepia_http1::BodyFraming,
-    body_out: BodyOut,
-    client_version: Version,
-    keep_alive: bool,
-    via: Option<&[u8]>,
-    extra: &[u8],
-) {
-    put_status_line(out, Version::Http11, resp.status, resp.reason());
-    let headers = resp.headers();
-    let connection = headers.connection_members();
-    for h in headers.iter() {
-        if is_hop(h, &connection) || h.id == HeaderId::ContentLength {
-            continue;
-        }
-        put_header(out, h.name, h.value);
-    }
-    if let Some(via) = via {
-        put_header(out, b"Via", via);
-    }
-    out.extend_from_slice(extra);
-    match (framing, body_out) {
-        (sepia_http1::BodyFraming::Length(n), _) => put_header_u64(out, b"Content-Length", n),
-        (sepia_http1::BodyFraming::Empty, _) => {
-            // HEAD and 304 carry the length the full response would have (RFC 9110 §8.6).
-            let keeps_length = request_method == Method::Head || resp.status == 304;
-            if let (true, Some(n)) = (keeps_length, resp.content_length) {
-                put_header_u64(out, b"Content-Length", n);
-            }
-        }
-        (_, BodyOut::Chunked) => put_header(out, b"Transfer-Encoding", b"chunked"),
-        (_, BodyOut::Raw) => {}
-    }
-    if !keep_alive {
-        put_header(out, b"Connection", b"close");
-    } else if client_version == Version::Http10 {
-        put_header(out, b"Connection", b"keep-alive");
-    }
-    end_head(out);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sepia_http1::{BodyFraming, BytesMut as B, Limits, RequestDecoder, ResponseDecoder};
+    use sepia_http1::{BytesMut as B, Limits, RequestDecoder, RequestHead};
 
     fn policy(xff: XForwardedFor, forwarded: bool) -> HeaderPolicy {
         HeaderPolicy {
@@ -228,6 +132,23 @@ mod tests {
             via_pseudonym: "sepia".into(),
             x_forwarded_for: xff,
             forwarded,
+        }
+    }
+
+    fn parts<'a>(
+        policy: &'a HeaderPolicy,
+        client: &'a ClientInfo,
+        host: &'a [u8],
+        cond: &'a Conditionals<'a>,
+    ) -> HeadParts<'a> {
+        HeadParts {
+            target: b"/p",
+            host,
+            policy,
+            via: b"1.1 sepia",
+            client,
+            client_scheme: Scheme::Http,
+            cond,
         }
     }
 
@@ -240,28 +161,15 @@ mod tests {
         head
     }
 
-    fn parse_resp(raw: &str) -> ResponseHead {
-        let mut buf = B::from(raw.as_bytes());
-        let mut head = ResponseHead::default();
-        assert!(ResponseDecoder::new(Limits::default())
-            .decode(&mut buf, &mut head)
-            .unwrap());
-        head
-    }
-
     fn origin_head(raw: &str, xff: XForwardedFor, forwarded: bool) -> String {
         let req = parse_req(raw);
         let mut out = BytesMut::new();
-        let client = ClientInfo::new("192.0.2.7".parse().unwrap());
-        origin_request(
+        let client = ClientInfo::new("192.0.2.7:1".parse().unwrap());
+        let policy = policy(xff, forwarded);
+        build(
             &mut out,
             &req,
-            b"/p",
-            b"origin:80",
-            &policy(xff, forwarded),
-            b"1.1 sepia",
-            &client,
-            &Conditionals::AS_RECEIVED,
+            &parts(&policy, &client, b"origin:80", &Conditionals::AS_RECEIVED),
         );
         String::from_utf8(out.to_vec()).unwrap()
     }
@@ -272,14 +180,14 @@ mod tests {
             "GET /p HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"client\"\r\n\
              If-Modified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\nIf-Range: x\r\nX-Keep: 1\r\n\r\n",
         );
-        let client = ClientInfo::new("192.0.2.7".parse().unwrap());
-        let build = |cond: &Conditionals<'_>| {
+        let client = ClientInfo::new("192.0.2.7:1".parse().unwrap());
+        let head_with = |cond: &Conditionals<'_>| {
             let mut out = BytesMut::new();
             let p = policy(XForwardedFor::Off, false);
-            origin_request(&mut out, &req, b"/p", b"a", &p, b"1.1 sepia", &client, cond);
+            build(&mut out, &req, &parts(&p, &client, b"a", cond));
             String::from_utf8(out.to_vec()).unwrap()
         };
-        let stripped = build(&Conditionals::STRIP);
+        let stripped = head_with(&Conditionals::STRIP);
         assert!(
             !stripped.contains("If-None-Match") && !stripped.contains("If-Modified-Since"),
             "{stripped}"
@@ -289,7 +197,7 @@ mod tests {
             "If-Range is the origin's to answer"
         );
         assert!(stripped.contains("X-Keep: 1\r\n"));
-        let revalidating = build(&Conditionals {
+        let revalidating = head_with(&Conditionals {
             strip: true,
             if_none_match: Some(b"\"stored\""),
             if_modified_since: None,
@@ -297,7 +205,7 @@ mod tests {
         assert!(revalidating.contains("If-None-Match: \"stored\"\r\n"));
         assert!(!revalidating.contains("client") && !revalidating.contains("If-Modified-Since"));
         assert_eq!(revalidating.matches("If-None-Match").count(), 1);
-        let passed = build(&Conditionals::AS_RECEIVED);
+        let passed = head_with(&Conditionals::AS_RECEIVED);
         assert!(passed.contains("If-None-Match: \"client\"") && passed.contains("If-Range: x"));
     }
 
@@ -368,84 +276,18 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_forwarded_for_is_quoted() {
-        let c = ClientInfo::new("2001:db8::1".parse().unwrap());
-        assert_eq!(c.forwarded_for, "\"[2001:db8::1]\"");
-        let mapped = ClientInfo::new("::ffff:192.0.2.1".parse().unwrap());
-        assert_eq!(mapped.ip_text, "192.0.2.1");
-    }
-
-    fn client_head(raw: &str, method: Method, version: Version, keep: bool) -> String {
-        let resp = parse_resp(raw);
-        let framing = resp.body_framing(method);
-        let (body_out, _) = client_body_out(framing, version);
-        let mut out = BytesMut::new();
-        client_response(
-            &mut out,
-            &resp,
-            method,
-            framing,
-            body_out,
-            version,
-            keep,
-            Some(b"1.1 sepia"),
-            b"Cache-Status: sepia; hit\r\n",
-        );
-        String::from_utf8(out.to_vec()).unwrap()
-    }
-
-    #[test]
-    fn close_delimited_response_goes_out_chunked_to_http11() {
-        let h = client_head(
-            "HTTP/1.0 200 OK\r\nConnection: close\r\nX-A: 1\r\n\r\n",
-            Method::Get,
-            Version::Http11,
-            true,
-        );
-        assert!(h.starts_with("HTTP/1.1 200 OK\r\n"));
-        assert!(h.contains("Transfer-Encoding: chunked\r\n"));
-        assert!(!h.contains("Connection"), "{h}");
-        assert!(h.contains("X-A: 1\r\n"));
-        assert!(h.contains("Via: 1.1 sepia\r\n"));
-        assert_eq!(
-            client_body_out(BodyFraming::UntilClose, Version::Http10),
-            (BodyOut::Raw, false)
-        );
-    }
-
-    #[test]
-    fn head_and_304_keep_content_length() {
-        let h = client_head(
-            "HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n",
-            Method::Head,
-            Version::Http11,
-            true,
-        );
-        assert!(h.contains("Content-Length: 42\r\n"), "{h}");
-        let h = client_head(
-            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
-            Method::Get,
-            Version::Http11,
-            true,
-        );
-        assert!(!h.contains("Content-Length"), "{h}");
-    }
-
-    #[test]
-    fn connection_header_reflects_the_decision() {
-        let h = client_head(
-            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n",
-            Method::Get,
-            Version::Http10,
-            true,
-        );
-        assert!(h.contains("Connection: keep-alive\r\n"));
-        let h = client_head(
-            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n",
-            Method::Get,
-            Version::Http11,
+    fn an_explicit_zero_length_is_kept() {
+        let head = origin_head(
+            "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            XForwardedFor::Off,
             false,
         );
-        assert!(h.contains("Connection: close\r\n"));
+        assert!(head.contains("Content-Length: 0\r\n"), "{head}");
+        let get = origin_head(
+            "GET /p HTTP/1.1\r\nHost: a\r\n\r\n",
+            XForwardedFor::Off,
+            false,
+        );
+        assert!(!get.contains("Content-Length"), "{get}");
     }
 }

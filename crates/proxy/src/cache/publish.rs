@@ -1,0 +1,144 @@
+//! Publishing responses into the store: a new response while it is relayed (its head now,
+//! its body piece by piece), a stored one freshened by a 304 (RFC 9111 §4.3.4).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use sepia_cache_policy::{freshen_headers, Fields, PolicyConfig, StoredFieldFilter, StoredMeta};
+use sepia_store::{
+    BodyLength as StoredLength, BodyWriter, FillWriter, FinishError, FinishOutcome, Object,
+};
+
+use super::entry::{Entry, Meta};
+use crate::h1::stored_head;
+use crate::model::{BodyLength, ResponseView};
+
+/// Bodies up to this length, announced by Content-Length, are stored in the allocation of
+/// their head: one allocation per small object instead of three (head, body, and the shared
+/// header a `Bytes` made from a `Vec` allocates when it is first sliced), about 100 bytes
+/// less per object and fewer fresh pages touched per miss. Larger ones are not reserved up
+/// front: an origin that announces a large body and sends it slowly must not make Sepia hold
+/// memory for all of it before it arrives.
+const BODY_WITH_HEAD_MAX: u64 = 64 * 1024;
+
+/// A response being stored: its body's bytes are copied into the store as they pass (see
+/// [`publish_response`]).
+pub struct StoringBody {
+    writer: BodyWriter<Meta>,
+    /// Room reserved after the head for a small announced body; empty otherwise.
+    room: BytesMut,
+}
+
+impl StoringBody {
+    /// Copies one piece of the body into the store: into the room after the head when it
+    /// fits there, else into an allocation of its own.
+    pub fn append(&mut self, data: &[u8]) {
+        let chunk = if self.room.capacity() - self.room.len() < data.len() {
+            Bytes::copy_from_slice(data)
+        } else {
+            self.room.extend_from_slice(data);
+            self.room.split().freeze()
+        };
+        self.writer.append(chunk);
+    }
+
+    /// The body is complete: commit it (the store checks an announced length).
+    pub fn finish(self) -> Result<FinishOutcome<Meta>, FinishError> {
+        self.writer.finish()
+    }
+
+    /// The body will not be complete: nothing is stored.
+    pub fn abort(self) {
+        self.writer.abort();
+    }
+}
+
+/// Publishes an origin response about to be stored through `writer`: its stored head and
+/// entry, keeping the fields a shared cache stores (RFC 9111 §3.1), and the body length the
+/// store should expect. The body follows through the returned [`StoringBody`].
+pub fn publish_response(
+    writer: FillWriter<Meta>,
+    meta: StoredMeta,
+    resp: &impl ResponseView,
+    length: BodyLength,
+    via: Option<&[u8]>,
+    secondary: Bytes,
+) -> StoringBody {
+    let fields = resp.fields();
+    let filter = StoredFieldFilter::new(&fields, true);
+    let kept = filter.kept();
+    let length = match length {
+        BodyLength::Known(n) => StoredLength::Known(n),
+        BodyLength::None => StoredLength::Known(0),
+        BodyLength::Unknown => StoredLength::Unknown,
+    };
+    let room = match length {
+        StoredLength::Known(n) if n <= BODY_WITH_HEAD_MAX => n as usize,
+        StoredLength::Known(_) | StoredLength::Unknown => 0,
+    };
+    let (mut buf, layout) =
+        stored_head::build_with_room(resp.status(), resp.reason(), || kept.iter(), via, room);
+    let head = if room == 0 {
+        std::mem::take(&mut buf).freeze()
+    } else {
+        buf.split().freeze()
+    };
+    let entry = Arc::new(Entry::new(meta, &head, layout));
+    StoringBody {
+        writer: writer.publish_head(head, entry, secondary, length),
+        room: buf,
+    }
+}
+
+/// The stored head and entry of `obj` freshened by a 304 whose fields are `update` (RFC 9111
+/// §4.3.4), its metadata rebuilt with the revalidation's request and response times.
+pub fn freshened<U: Fields>(
+    obj: &Object<Meta>,
+    update: &U,
+    (request_time, response_time): (u64, u64),
+    key: &[u8],
+    policy: &PolicyConfig,
+    via: Option<&[u8]>,
+) -> (Bytes, Meta) {
+    let entry = obj.meta();
+    let merged = freshen_headers(&entry.layout.fields(obj.head()), update);
+    let meta = StoredMeta::from_response(
+        entry.meta.status,
+        &merged,
+        request_time,
+        response_time,
+        key,
+        policy,
+    );
+    let reason = entry.layout.reason(obj.head());
+    let (head, layout) = stored_head::build(entry.meta.status, reason, || merged.lines(), via);
+    let fresh = Arc::new(Entry::new(meta, &head, layout));
+    (head, fresh)
+}
+
+/// Completes a refresh fill after a 304 (RFC 9111 §4.3.4): the freshened `head` and `fresh`
+/// metadata with the stored object's body, appended so that requests collapsed on the refresh
+/// receive it too. A body kept in a file is read back for them (rare: a 304 for a large
+/// object); if that fails the fill aborts.
+pub fn republish(
+    writer: FillWriter<Meta>,
+    obj: &Object<Meta>,
+    head: Bytes,
+    fresh: Meta,
+) -> Result<FinishOutcome<Meta>, &'static str> {
+    let mut body = writer.publish_head(
+        head,
+        fresh,
+        obj.secondary().clone(),
+        StoredLength::Known(obj.body_len()),
+    );
+    let chunks = obj
+        .body()
+        .to_chunks()
+        .map_err(|_| "reading the stored body back failed")?;
+    for chunk in chunks.iter() {
+        body.append(chunk.clone());
+    }
+    body.finish()
+        .map_err(|_| "storing the freshened response failed")
+}

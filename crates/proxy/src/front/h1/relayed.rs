@@ -1,0 +1,176 @@
+//! The head of a response relayed from an origin, as an HTTP/1.1 client gets it: the origin's
+//! fields except the hop-by-hop ones (RFC 9110 §7.6.1) and its framing, then Via (§7.6.3), the
+//! Cache-Status (RFC 9211), the framing Sepia sends the body with, and the connection's fate.
+
+use bytes::BytesMut;
+use sepia_http1::{end_head, put_header, put_header_u64, put_status_line, Version};
+
+use crate::h1::body::BodyOut;
+use crate::model::{is_hop, BodyLength, FieldView, HeaderId, Method, ResponseView};
+
+/// What the head says besides the origin's response.
+pub struct Framed<'a> {
+    /// The content that follows, as the origin framed it.
+    pub length: BodyLength,
+    /// How Sepia frames it.
+    pub out: BodyOut,
+    pub request_method: Method,
+    pub client_version: Version,
+    /// The connection stays open after this response.
+    pub keep_alive: bool,
+    pub via: Option<&'a [u8]>,
+    /// The Cache-Status value; empty for none.
+    pub cache_status: &'a [u8],
+}
+
+/// Appends the response head for the client to `out`.
+pub fn build(out: &mut BytesMut, resp: &impl ResponseView, f: &Framed<'_>) {
+    put_status_line(out, Version::Http11, resp.status(), resp.reason());
+    put_passed_fields(out, resp);
+    if let Some(via) = f.via {
+        put_header(out, b"Via", via);
+    }
+    if !f.cache_status.is_empty() {
+        put_header(out, b"Cache-Status", f.cache_status);
+    }
+    match (f.length, f.out) {
+        (BodyLength::Known(n), _) => put_header_u64(out, b"Content-Length", n),
+        (BodyLength::None, _) => {
+            // HEAD and 304 carry the length the full response would have (RFC 9110 §8.6).
+            let keeps_length = f.request_method == Method::Head || resp.status() == 304;
+            if let (true, Some(n)) = (keeps_length, resp.declared_length()) {
+                put_header_u64(out, b"Content-Length", n);
+            }
+        }
+        (BodyLength::Unknown, BodyOut::Chunked) => {
+            put_header(out, b"Transfer-Encoding", b"chunked")
+        }
+        (BodyLength::Unknown, BodyOut::Raw) => {}
+    }
+    if !f.keep_alive {
+        put_header(out, b"Connection", b"close");
+    } else if f.client_version == Version::Http10 {
+        put_header(out, b"Connection", b"keep-alive");
+    }
+    end_head(out);
+}
+
+/// The head of an interim response (RFC 9110 §15.2): its status and end-to-end fields.
+pub fn interim(out: &mut BytesMut, resp: &impl ResponseView) {
+    put_status_line(out, Version::Http11, resp.status(), resp.reason());
+    put_passed_fields(out, resp);
+    end_head(out);
+}
+
+/// The origin's fields except the hop-by-hop ones and its Content-Length (Sepia writes the
+/// framing it sends).
+fn put_passed_fields(out: &mut BytesMut, resp: &impl ResponseView) {
+    let fields = resp.fields();
+    let connection = fields.connection_names();
+    for f in fields.each() {
+        if is_hop(f, &connection) || f.id == HeaderId::ContentLength {
+            continue;
+        }
+        put_header(out, f.name, f.value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sepia_http1::{Limits, ResponseDecoder, ResponseHead};
+
+    use crate::h1::views;
+
+    fn parse_resp(raw: &str) -> ResponseHead {
+        let mut buf = BytesMut::from(raw.as_bytes());
+        let mut head = ResponseHead::default();
+        assert!(ResponseDecoder::new(Limits::default())
+            .decode(&mut buf, &mut head)
+            .unwrap());
+        head
+    }
+
+    fn client_head(raw: &str, method: Method, version: Version, keep: bool) -> String {
+        let resp = parse_resp(raw);
+        let length = views::body_length(resp.body_framing(method));
+        let (out, _) = BodyOut::for_length(length, version == Version::Http11);
+        let mut head = BytesMut::new();
+        let framed = Framed {
+            length,
+            out,
+            request_method: method,
+            client_version: version,
+            keep_alive: keep,
+            via: Some(b"1.1 sepia"),
+            cache_status: b"sepia; hit",
+        };
+        build(&mut head, &resp, &framed);
+        String::from_utf8(head.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn close_delimited_response_goes_out_chunked_to_http11() {
+        let h = client_head(
+            "HTTP/1.0 200 OK\r\nConnection: close\r\nX-A: 1\r\n\r\n",
+            Method::Get,
+            Version::Http11,
+            true,
+        );
+        assert!(h.starts_with("HTTP/1.1 200 OK\r\n"));
+        assert!(h.contains("Transfer-Encoding: chunked\r\n"));
+        assert!(!h.contains("Connection"), "{h}");
+        assert!(h.contains("X-A: 1\r\n"));
+        assert!(h.contains("Via: 1.1 sepia\r\n"));
+        assert!(h.contains("Cache-Status: sepia; hit\r\n"), "{h}");
+    }
+
+    #[test]
+    fn head_and_304_keep_content_length() {
+        let h = client_head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 42\r\n\r\n",
+            Method::Head,
+            Version::Http11,
+            true,
+        );
+        assert!(h.contains("Content-Length: 42\r\n"), "{h}");
+        let h = client_head(
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            Method::Get,
+            Version::Http11,
+            true,
+        );
+        assert!(!h.contains("Content-Length"), "{h}");
+    }
+
+    #[test]
+    fn connection_header_reflects_the_decision() {
+        let h = client_head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n",
+            Method::Get,
+            Version::Http10,
+            true,
+        );
+        assert!(h.contains("Connection: keep-alive\r\n"));
+        let h = client_head(
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n",
+            Method::Get,
+            Version::Http11,
+            false,
+        );
+        assert!(h.contains("Connection: close\r\n"));
+    }
+
+    #[test]
+    fn interim_heads_carry_end_to_end_fields_only() {
+        let resp = parse_resp(
+            "HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\nConnection: x-hop\r\nX-Hop: 1\r\n\r\n",
+        );
+        let mut out = BytesMut::new();
+        interim(&mut out, &resp);
+        assert_eq!(
+            &out[..],
+            &b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"[..]
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! Misses: fetching a response and storing it while it is relayed (RFC 9111 §3), and requests
+//! that collapse onto another request's fill of the same URL (one origin request for many).
+
+use bytes::Bytes;
+use sepia_cache_policy::{
+    is_storable_stored, vary_key_of, CacheStatus, Forward, Storability, StoredMeta, VaryKey,
+};
+use sepia_observe::ResultCode;
+use sepia_store::{FillReader, FillWriter};
+
+use super::cache_flow::Query;
+use super::context::{Ctx, Exchange};
+use super::destination::Destination;
+use super::hit;
+use super::pass::{self, relay};
+use super::responder::Responder;
+use crate::cache::{publish_response, unix_now, Cache, Meta, CACHE_NAME};
+use crate::model::{Outcome, RequestView, ResponseView};
+use crate::upstream::{Conditionals, Fetched};
+
+/// A miss: fetch the response and store it while relaying it. One boxed future for both steps
+/// (a box each cost an allocation and a copy of their state on every miss).
+pub(super) async fn fill<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    cache: &Cache,
+    q: &Query<'_>,
+    writer: FillWriter<Meta>,
+) -> Outcome {
+    let request_time = unix_now();
+    let cx = x.cx;
+    let up = &q.dest.upstream;
+    match pass::fetch_with(cx, x.client, x.origin, up, &Conditionals::STRIP).await {
+        Ok(fetched) => {
+            let storing = Storing {
+                cache,
+                key: q.key,
+                writer,
+                request_time,
+                fwd: Forward::UriMiss,
+                result: ResultCode::TcpMiss,
+            };
+            store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
+        }
+        Err(e) => {
+            writer.abort();
+            e.outcome()
+        }
+    }
+}
+
+/// A response that may be stored through `writer`.
+pub(super) struct Storing<'a> {
+    pub cache: &'a Cache,
+    pub key: &'a [u8],
+    pub writer: FillWriter<Meta>,
+    /// When the request was sent (RFC 9111 §4.2.3).
+    pub request_time: u64,
+    /// Why the cache went forward (Cache-Status `fwd`).
+    pub fwd: Forward,
+    /// The result code when the response is relayed whole.
+    pub result: ResultCode,
+}
+
+/// Relays the fetched response, storing it when the policy allows (RFC 9111 §3). The body is
+/// copied once into the store (so a small object does not pin a large read buffer); the copy
+/// is abandoned if the relay fails, so nothing incomplete is kept.
+pub(super) async fn store_and_relay<C: Responder>(
+    cx: Ctx<'_, C::Request>,
+    client: &mut C,
+    cache_status: &mut Vec<u8>,
+    fetched: Fetched<'_>,
+    s: Storing<'_>,
+) -> Outcome {
+    let policy = &s.cache.policy;
+    // In a block: the response's field view borrows `fetched`, which the relay then takes.
+    let (meta, storable, secondary, vary, status) = {
+        let resp = fetched.head();
+        let fields = resp.fields();
+        let now = unix_now();
+        let meta =
+            StoredMeta::from_response(resp.status(), &fields, s.request_time, now, s.key, policy);
+        // Both read the response's Cache-Control, Expires and Vary from the metadata just built.
+        let request_fields = cx.req.fields();
+        let storable = is_storable_stored(cx.req.method_raw(), &request_fields, &meta, policy);
+        let mut secondary = Vec::new();
+        let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
+        (meta, storable, secondary, vary, resp.status())
+    };
+    let mut status = CacheStatus::forward(s.fwd).with_fwd_status(status);
+    // A body whose end cannot be told apart from the origin dying (HTTP/1.1 close-delimited,
+    // RFC 9112 §8) is relayed, but never stored.
+    if !storable.is_storable()
+        || vary == VaryKey::Never
+        || !meta.is_worth_storing()
+        || !fetched.end_is_certain()
+    {
+        s.writer.release();
+        if let Storability::NotStorable(why) = storable {
+            status = status.with_detail(why.as_str());
+        }
+        cache_status.clear();
+        status.write(CACHE_NAME, cache_status);
+        return relay(cx.state, client, fetched, cache_status, None, s.result)
+            .await
+            .outcome;
+    }
+    let (via, length) = (cx.state.via(), fetched.body_length());
+    let secondary = Bytes::from(secondary);
+    let mut body = publish_response(s.writer, meta, fetched.head(), length, via, secondary);
+    cache_status.clear();
+    status.with_stored().write(CACHE_NAME, cache_status);
+    let relayed = relay(
+        cx.state,
+        client,
+        fetched,
+        cache_status,
+        Some(&mut body),
+        s.result,
+    )
+    .await;
+    if relayed.body_complete {
+        if let Err(e) = body.finish() {
+            tracing::debug!("not stored: {e}");
+        }
+    } else {
+        body.abort();
+    }
+    relayed.outcome
+}
+
+/// Another request is already fetching this URL: wait for its head, then stream its body as
+/// it arrives. If that response cannot be shared (released, a different Vary variant) or does
+/// not start in time, fetch on our own.
+pub(super) async fn collapse<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    dest: &Destination<'_>,
+    mut reader: FillReader<Meta>,
+) -> Outcome {
+    let wait = x.cx.state.config.timeouts.origin_first_byte;
+    let head = match tokio::time::timeout(wait, reader.head()).await {
+        Ok(Ok(head)) => head,
+        _ => return Box::pin(pass::pass(x, dest, Forward::Miss)).await,
+    };
+    let obj = &head.object;
+    let mut scratch = Vec::new();
+    let fields = x.cx.req.fields();
+    if !obj
+        .meta()
+        .meta
+        .vary_matches(obj.secondary(), &fields, &mut scratch)
+    {
+        return Box::pin(pass::pass(x, dest, Forward::VaryMiss)).await;
+    }
+    let now = unix_now();
+    let status = CacheStatus::hit(obj.meta().meta.freshness(now).ttl()).with_collapsed();
+    hit::serve_fill(x, head, reader, now, status).await
+}

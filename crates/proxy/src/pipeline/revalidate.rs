@@ -1,0 +1,121 @@
+//! A stale (or client-refreshed) stored response, revalidated while the client waits: ask the
+//! origin with its validators (RFC 9111 §4.3.1), then serve the freshened copy on 304
+//! (§4.3.4), a stale copy on an error where allowed (RFC 5861 §4), or store and relay the new
+//! response.
+
+use std::sync::Arc;
+
+use sepia_cache_policy::{
+    is_error_status, select_for_update, usable_on_error, validators, CacheStatus, Forward,
+};
+use sepia_observe::ResultCode;
+use sepia_store::{FillWriter, FinishOutcome, Object};
+
+use super::cache_flow::Query;
+use super::context::Exchange;
+use super::fill::{store_and_relay, Storing};
+use super::hit::{self, Served};
+use super::pass;
+use super::responder::Responder;
+use crate::cache::{freshened, republish, unix_now, Cache, Meta};
+use crate::model::{Outcome, ResponseView};
+use crate::upstream::Conditionals;
+
+pub(super) async fn revalidate<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    cache: &Cache,
+    q: &Query<'_>,
+    obj: Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+    fwd: Forward,
+) -> Outcome {
+    let entry = obj.meta().clone();
+    let v = validators(&entry.meta);
+    let cond = Conditionals {
+        strip: true,
+        if_none_match: v.if_none_match,
+        if_modified_since: v.if_modified_since,
+    };
+    let request_time = unix_now();
+    let cx = x.cx;
+    let fetched = pass::fetch_with(cx, x.client, x.origin, &q.dest.upstream, &cond).await;
+    let fetched = match fetched {
+        Ok(f) => f,
+        Err(e) => {
+            if e.is_origin_failure()
+                && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy)
+            {
+                writer.release();
+                let status = CacheStatus::forward(fwd).with_detail("origin-unreachable");
+                return hit::serve(x, &obj, stale_served(status, None)).await;
+            }
+            writer.abort();
+            return e.outcome();
+        }
+    };
+    let reply = fetched.head();
+    let status = reply.status();
+    let origin = Some(fetched.origin_ip());
+    if status == 304 && select_for_update(&[&entry.meta], &reply.fields()) == [0] {
+        let now = unix_now();
+        let times = (request_time, now);
+        let via = cx.state.via();
+        let (head, fresh) = freshened(&obj, &reply.fields(), times, q.key, &cache.policy, via);
+        // A 304 has no body: the connection goes back to the pool.
+        fetched.release();
+        // Should the refresh not commit, the old object serves.
+        let served = match republish(writer, &obj, head, fresh) {
+            Ok(FinishOutcome::Stored(new)) => new,
+            _ => obj,
+        };
+        let status = CacheStatus::forward(fwd).with_fwd_status(304);
+        let how = Served {
+            now,
+            result: ResultCode::TcpRefreshUnmodified,
+            cache_status: status,
+            origin,
+        };
+        return hit::serve(x, &served, how).await;
+    }
+    if status == 304 {
+        // A 304 that selects no stored response (RFC 9111 §4.3.4) must not update it, and the
+        // client, which may not have sent a conditional, must not receive it either.
+        writer.abort();
+        return Outcome::local(
+            502,
+            "the origin answered 304 for a response Sepia does not hold",
+        )
+        .logged_as(ResultCode::TcpMiss)
+        .closing();
+    }
+    if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy) {
+        writer.release();
+        // Its body is not wanted (left unread, it keeps the connection out of the pool).
+        drop(fetched);
+        let status = CacheStatus::forward(fwd).with_fwd_status(status);
+        return hit::serve(x, &obj, stale_served(status, origin)).await;
+    }
+    let storing = Storing {
+        cache,
+        key: q.key,
+        writer,
+        request_time,
+        fwd,
+        result: if fwd == Forward::Request {
+            ResultCode::TcpClientRefreshMiss
+        } else {
+            ResultCode::TcpRefreshModified
+        },
+    };
+    store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
+}
+
+/// A stale copy served because the origin failed (RFC 5861 §4).
+fn stale_served(cache_status: CacheStatus<'_>, origin: Option<std::net::IpAddr>) -> Served<'_> {
+    Served {
+        now: unix_now(),
+        result: ResultCode::TcpRefreshFailOld,
+        cache_status,
+        origin,
+    }
+}

@@ -1,0 +1,66 @@
+//! Why a request could not be forwarded, and the answer the client gets for it: 502 when the
+//! origin could not be reached or answered wrongly, 504 when it did not answer in time (RFC
+//! 9110 §15.6.3, §15.6.5), 400 for a request whose content was framed wrongly.
+
+use std::io;
+
+use sepia_observe::ResultCode;
+
+use crate::model::Outcome;
+
+#[derive(Debug)]
+pub enum FetchError {
+    /// No connection to an origin could be made (before anything was sent).
+    Unreachable(io::ErrorKind),
+    /// The origin closed or failed while the request was sent.
+    OriginClosed,
+    /// The origin closed the connection without answering.
+    NoAnswer,
+    /// The origin's response head was invalid (or a 101, which Sepia never forwards).
+    Invalid,
+    /// The origin did not answer within `origin_first_byte`.
+    TimedOut,
+    /// The client's content was framed wrongly.
+    ClientFraming,
+    /// The client went away.
+    ClientGone,
+}
+
+impl FetchError {
+    /// The outcome to answer with. Only an unreachable origin leaves the client connection
+    /// usable: nothing of the exchange had begun.
+    pub fn outcome(self) -> Outcome {
+        let (status, detail) = match self {
+            FetchError::Unreachable(io::ErrorKind::TimedOut) => {
+                return Outcome::local(504, "connecting to the origin server timed out")
+                    .logged_as(ResultCode::TcpMiss)
+            }
+            FetchError::Unreachable(io::ErrorKind::NotFound) => {
+                return Outcome::local(502, "the origin's host name could not be resolved")
+                    .logged_as(ResultCode::TcpMiss)
+            }
+            FetchError::Unreachable(_) => {
+                return Outcome::local(502, "could not connect to the origin server")
+                    .logged_as(ResultCode::TcpMiss)
+            }
+            FetchError::OriginClosed => (502, "the origin server closed the connection"),
+            FetchError::NoAnswer => (
+                502,
+                "the origin server closed the connection without answering",
+            ),
+            FetchError::Invalid => (502, "the origin server sent an invalid response"),
+            FetchError::TimedOut => (504, "the origin server did not answer in time"),
+            FetchError::ClientFraming => (400, "invalid chunked request body"),
+            FetchError::ClientGone => return Outcome::client_gone(ResultCode::TcpMissAborted),
+        };
+        Outcome::local(status, detail)
+            .logged_as(ResultCode::TcpMiss)
+            .closing()
+    }
+
+    /// Whether an origin answered with an error of its own making (as opposed to the client
+    /// going away): what a stale copy may stand in for (RFC 5861 §4).
+    pub fn is_origin_failure(&self) -> bool {
+        !matches!(self, FetchError::ClientGone | FetchError::ClientFraming)
+    }
+}
