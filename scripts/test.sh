@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs Sepia's whole test suite: formatting, lints, unit tests, black-box tests with the real
-# binary, the http-cache-tests conformance suite, and a short fuzzing pass over every parser.
+# Runs Sepia's whole test suite: formatting, lints, the proxy's layer rules, unit tests,
+# black-box tests with the real binary, the http-cache-tests conformance suite, and a short
+# fuzzing pass over every parser.
 # Installs what it needs (Debian packages, npm packages, cargo tools) when missing.
 # Usage: scripts/test.sh [--quick]   (--quick skips fuzzing)
 set -euo pipefail
@@ -34,6 +35,10 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== the proxy's layers: no import cycles, imports point down, no h1 outside the h1 code"
+python3 -m unittest -q scripts/test_check_layers.py
+python3 scripts/check_layers.py
 
 echo "== build the sepia binary (the black-box tests run it)"
 cargo build --locked -p sepia

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 
-use super::{ResponseView, Trailers};
+use super::message::ResponseView;
+use super::trailers::Trailers;
 
 /// The client went away (or stopped reading within the deadline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use sepia_cache_policy::Fields;
 
-use super::{HeaderId, Method};
+use sepia_http1::{HeaderId, Method};
 
 /// The protocol version a request arrived with: what the access log prints, and what decides
 /// whether a client may be sent what HTTP/1.0 cannot parse.

@@ -13,8 +13,8 @@ use sepia_cache_policy::{
 };
 use sepia_store::{FillWriter, Object};
 
-use super::cache_flow::Query;
 use super::context::Ctx;
+use super::query::Query;
 use crate::cache::{freshened, publish_response, republish, unix_now, Meta};
 use crate::model::{
     BodyError, BodyPiece, Downstream, Gone, HeaderId, RequestView, ResponseView, Trailers,

@@ -19,21 +19,11 @@ use super::destination::Destination;
 use super::fill;
 use super::hit::{self, Served};
 use super::pass;
+use super::query::Query;
 use super::responder::Responder;
 use super::revalidate;
 use crate::cache::{unix_now, Cache, Meta};
 use crate::model::{BodyLength, HeaderId, Method, Outcome, RequestView, ResponseView};
-
-/// A request the cache looks up: its key and destination, and what it says about caching.
-pub(super) struct Query<'q> {
-    pub key: &'q [u8],
-    pub dest: &'q Destination<'q>,
-    pub rcc: RequestCacheControl,
-    pub now: u64,
-    /// A HEAD or Range request: answered from a stored response, but never starting a fill
-    /// (neither would give the cache a complete body to store).
-    pub partial: bool,
-}
 
 /// Answers a request through the cache (or passes it when caching is off). The cache key
 /// is built in `key` from the destination's URL (RFC 9111 §2).

@@ -8,11 +8,11 @@ use sepia_cache_policy::{
 use sepia_observe::ResultCode;
 use sepia_store::{FillReader, FillWriter};
 
-use super::cache_flow::Query;
 use super::context::{Ctx, Exchange};
 use super::destination::Destination;
 use super::hit;
 use super::pass::{self, relay};
+use super::query::Query;
 use super::responder::Responder;
 use crate::cache::{publish_response, unix_now, Cache, Meta, CACHE_NAME};
 use crate::model::{Outcome, RequestView, ResponseView};

@@ -19,6 +19,7 @@ mod hit;
 mod intercepted;
 mod log;
 mod pass;
+mod query;
 mod request;
 mod responder;
 mod revalidate;

@@ -11,11 +11,11 @@ use sepia_cache_policy::{
 use sepia_observe::ResultCode;
 use sepia_store::{FillWriter, FinishOutcome, Object};
 
-use super::cache_flow::Query;
 use super::context::Exchange;
 use super::fill::{store_and_relay, Storing};
 use super::hit::{self, Served};
 use super::pass;
+use super::query::Query;
 use super::responder::Responder;
 use crate::cache::{freshened, republish, unix_now, Cache, Meta};
 use crate::model::{Outcome, ResponseView};
@@ -58,35 +58,24 @@ pub(super) async fn revalidate<C: Responder>(
     let origin = Some(fetched.origin_ip());
     if status == 304 && select_for_update(&[&entry.meta], &reply.fields()) == [0] {
         let now = unix_now();
-        let times = (request_time, now);
         let via = cx.state.via();
-        let (head, fresh) = freshened(&obj, &reply.fields(), times, q.key, &cache.policy, via);
+        let fresh = freshen(cache, q.key, obj, writer, reply, (request_time, now), via);
         // A 304 has no body: the connection goes back to the pool.
         fetched.release();
-        // Should the refresh not commit, the old object serves.
-        let served = match republish(writer, &obj, head, fresh) {
-            Ok(FinishOutcome::Stored(new)) => new,
-            _ => obj,
-        };
-        let status = CacheStatus::forward(fwd).with_fwd_status(304);
         let how = Served {
             now,
             result: ResultCode::TcpRefreshUnmodified,
-            cache_status: status,
+            cache_status: CacheStatus::forward(fwd).with_fwd_status(304),
             origin,
         };
-        return hit::serve(x, &served, how).await;
+        return hit::serve(x, &fresh, how).await;
     }
     if status == 304 {
         // A 304 that selects no stored response (RFC 9111 §4.3.4) must not update it, and the
         // client, which may not have sent a conditional, must not receive it either.
         writer.abort();
-        return Outcome::local(
-            502,
-            "the origin answered 304 for a response Sepia does not hold",
-        )
-        .logged_as(ResultCode::TcpMiss)
-        .closing();
+        let refused = Outcome::local(502, UNSELECTED_304).logged_as(ResultCode::TcpMiss);
+        return refused.closing();
     }
     if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy) {
         writer.release();
@@ -108,6 +97,27 @@ pub(super) async fn revalidate<C: Responder>(
         },
     };
     store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
+}
+
+const UNSELECTED_304: &str = "the origin answered 304 for a response Sepia does not hold";
+
+/// The stored response freshened with a 304's fields (RFC 9111 §4.3.4) and published in place
+/// of the stale one, through the refresh fill so that requests collapsed on it receive it too;
+/// the old object when that does not commit.
+fn freshen(
+    cache: &Cache,
+    key: &[u8],
+    obj: Arc<Object<Meta>>,
+    writer: FillWriter<Meta>,
+    reply: &impl ResponseView,
+    times: (u64, u64),
+    via: Option<&[u8]>,
+) -> Arc<Object<Meta>> {
+    let (head, fresh) = freshened(&obj, &reply.fields(), times, key, &cache.policy, via);
+    match republish(writer, &obj, head, fresh) {
+        Ok(FinishOutcome::Stored(new)) => new,
+        _ => obj,
+    }
 }
 
 /// A stale copy served because the origin failed (RFC 5861 §4).

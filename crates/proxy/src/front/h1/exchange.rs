@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
 use sepia_http1::{RequestHead, Version};
 use sepia_store::Object;
 use tokio::io::AsyncReadExt;
 
+use super::client_io::ClientIo;
 use super::errors::{error_response, CONNECT_ESTABLISHED, CONTINUE_100};
 use super::relayed::{self, Framed};
 use super::stored::{self, Wire};
@@ -28,29 +28,6 @@ use crate::state::shutdown::Shutdown;
 use crate::state::State;
 use crate::transport::io::write_parts_within;
 use crate::transport::Conn;
-
-/// A client connection's socket and the buffers every request on it reuses.
-pub struct ClientIo {
-    pub conn: Conn,
-    /// Bytes read from the client and not consumed yet (the next head, content, pipelining).
-    pub buf: BytesMut,
-    /// Where outgoing heads are built.
-    pub head_buf: BytesMut,
-}
-
-impl ClientIo {
-    pub fn new(conn: Conn) -> ClientIo {
-        ClientIo {
-            conn,
-            buf: BytesMut::new(),
-            head_buf: BytesMut::new(),
-        }
-    }
-
-    pub fn into_conn(self) -> Conn {
-        self.conn
-    }
-}
 
 /// One request being answered.
 pub struct H1Exchange<'s> {

@@ -4,6 +4,7 @@
 //! large stored bodies, chunked or close-delimited framing, 100-continue and interim
 //! responses, error pages and CONNECT tunnels.
 
+mod client_io;
 mod errors;
 mod exchange;
 mod idle;

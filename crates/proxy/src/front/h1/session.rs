@@ -10,7 +10,8 @@ use bytes::BytesMut;
 use sepia_config::Mode;
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
 
-use super::exchange::{ClientIo, H1Exchange};
+use super::client_io::ClientIo;
+use super::exchange::H1Exchange;
 use super::idle::{wait_for_request, IdleWait, Waited};
 use crate::front::burst;
 use crate::model::{ClientInfo, Outcome, Scheme};

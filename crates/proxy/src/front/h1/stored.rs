@@ -14,7 +14,7 @@ use sepia_cache_policy::{write_content_range, Fields, RangeOutcome, NOT_MODIFIED
 use sepia_http1::{end_head, put_header, put_header_u64, put_status_line, reason_phrase, Version};
 use sepia_store::{Body, BodyFile, Object};
 
-use super::exchange::ClientIo;
+use super::client_io::ClientIo;
 use crate::cache::Meta;
 use crate::h1::stored_head;
 use crate::model::BodyLength;

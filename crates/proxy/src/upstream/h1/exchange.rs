@@ -21,8 +21,11 @@ use crate::model::{
     Scheme,
 };
 use crate::transport::io::{read_by_deadline, write_parts_within};
+use crate::upstream::fetch_error::FetchError;
+use crate::upstream::origins::Origins;
 use crate::upstream::pool::OriginConn;
-use crate::upstream::{Conditionals, FetchError, Origins, Upstream, Upstreams};
+use crate::upstream::request::{Conditionals, Upstream};
+use crate::upstream::upstreams::Upstreams;
 
 /// Room for an origin's response head (and the start of its body) in one read.
 const ORIGIN_READ_ROOM: usize = 16 * 1024;

@@ -11,7 +11,7 @@ use sepia_http1::{end_head, put_header, put_header_u64, put_request_line, Versio
 use crate::model::{
     is_hop, BodyLength, ClientInfo, Field, FieldView, HeaderId, RequestView, Scheme,
 };
-use crate::upstream::Conditionals;
+use crate::upstream::request::Conditionals;
 
 /// What the head says besides the client's request.
 pub struct HeadParts<'a> {

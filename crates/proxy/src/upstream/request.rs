@@ -1,0 +1,35 @@
+//! A request as the origin side sends it: where to, with which target and Host, and how its
+//! conditionals are edited.
+
+use super::origins::Origins;
+
+/// Where and how a request is sent upstream.
+pub struct Upstream<'a> {
+    /// The origin-form target to send.
+    pub target: &'a [u8],
+    /// The Host value to send; `None` sends the authority of the origin the route picked.
+    pub host: Option<&'a [u8]>,
+    pub origins: Origins<'a>,
+}
+
+/// How the client's conditional fields reach the origin. A cache fill strips them (the
+/// cache answers them itself from the stored response, RFC 9111 §4.3.2); a revalidation
+/// replaces them with the stored response's validators (§4.3.1).
+pub struct Conditionals<'a> {
+    pub strip: bool,
+    pub if_none_match: Option<&'a [u8]>,
+    pub if_modified_since: Option<&'a [u8]>,
+}
+
+impl Conditionals<'static> {
+    pub const AS_RECEIVED: Conditionals<'static> = Conditionals {
+        strip: false,
+        if_none_match: None,
+        if_modified_since: None,
+    };
+    pub const STRIP: Conditionals<'static> = Conditionals {
+        strip: true,
+        if_none_match: None,
+        if_modified_since: None,
+    };
+}
