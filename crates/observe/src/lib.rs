@@ -18,4 +18,7 @@ mod writer;
 pub use counters::{Counter, Counters, CountersSnapshot};
 pub use format::{format_combined, format_json, format_squid, LineFormatter, LogFormat};
 pub use record::{AccessRecord, Hierarchy, ResultCode};
-pub use writer::{AccessLog, AccessLogWriter, LogReopen, LogSink, BATCH_TICK, WRITE_CHUNK};
+pub use writer::{
+    AccessLog, AccessLogWriter, LogReopen, LogSink, BATCH_TICK, DROP_WARNING_INTERVAL,
+    QUEUE_CAPACITY, WRITE_CHUNK,
+};

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -81,10 +82,11 @@ async fn file_writer_keeps_every_line_from_many_tasks() {
             })
         })
         .collect();
-    drop(log);
     for task in tasks {
         task.await.unwrap();
     }
+    assert_eq!(log.dropped(), 0, "the queue has room for them all");
+    drop(log);
     writer.finish().await;
 
     let text = std::fs::read_to_string(&path).unwrap();
@@ -209,6 +211,7 @@ fn disabled_log_drops_records() {
     let log = AccessLog::disabled();
     assert!(!log.is_enabled());
     log.log(record(0, 0));
+    assert_eq!(log.dropped(), 0, "a disabled log counts nothing");
     assert!(!AccessLog::default().is_enabled());
     assert_eq!(format!("{log:?}"), "AccessLog { enabled: false }");
 }
@@ -335,4 +338,274 @@ async fn wait_for(mut condition: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     condition()
+}
+
+/// Records waiting in `log`'s queue (taken by the writer: no longer counted).
+fn queued(log: &AccessLog) -> usize {
+    let sender = &log.queue.as_ref().expect("an enabled log").sender;
+    sender.max_capacity() - sender.capacity()
+}
+
+#[tokio::test]
+async fn full_queue_drops_and_counts_instead_of_growing() {
+    let dir = TempDir::new("full");
+    let path = dir.0.join("access.log");
+    let (log, writer) =
+        AccessLogWriter::spawn(LogSink::File(path.clone()), LogFormat::Squid).unwrap();
+    // A current-thread runtime: the writer cannot run until this test awaits, as if stalled.
+    let clone = log.clone();
+    for index in 0..QUEUE_CAPACITY + 1000 {
+        let by = if index % 2 == 0 { &log } else { &clone };
+        by.log(record(0, index));
+    }
+    assert_eq!(
+        queued(&log),
+        QUEUE_CAPACITY,
+        "the queue holds the bound, no more"
+    );
+    assert_eq!(
+        log.dropped(),
+        1000,
+        "every record past the bound dropped and counted"
+    );
+    assert_eq!(clone.dropped(), 1000, "one counter for all clones");
+    drop((log, clone));
+    assert_eq!(
+        writer.task.await.unwrap(),
+        1000,
+        "the writer warned about all of them"
+    );
+    let ids = record_ids(&path);
+    let expected: Vec<(usize, usize)> = (0..QUEUE_CAPACITY).map(|i| (0, i)).collect();
+    assert_eq!(
+        ids, expected,
+        "the first QUEUE_CAPACITY records written, in order"
+    );
+}
+
+/// A `Write` whose first write blocks until released, as a full pipe or a hung disk does;
+/// keeps what it is given.
+#[derive(Clone, Default)]
+struct StallingOutput(Arc<(Mutex<Stall>, Condvar)>);
+
+#[derive(Default)]
+struct Stall {
+    entered: bool,
+    released: bool,
+    written: Vec<u8>,
+}
+
+impl StallingOutput {
+    fn entered(&self) -> bool {
+        self.0 .0.lock().unwrap().entered
+    }
+
+    fn release(&self) {
+        self.0 .0.lock().unwrap().released = true;
+        self.0 .1.notify_all();
+    }
+
+    fn released(&self) -> bool {
+        self.0 .0.lock().unwrap().released
+    }
+
+    fn lines(&self) -> usize {
+        let stall = self.0 .0.lock().unwrap();
+        stall.written.iter().filter(|&&b| b == b'\n').count()
+    }
+}
+
+/// Releases the stalled write when the test ends, passed or failed: the runtime cannot shut
+/// down while the blocking pool's thread is stuck in it.
+struct ReleaseOnDrop(StallingOutput);
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+impl Write for StallingOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let (stall, released) = &*self.0;
+        let mut stall = stall.lock().unwrap();
+        stall.entered = true;
+        while !stall.released {
+            stall = released.wait(stall).unwrap();
+        }
+        stall.written.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Diagnostics (`tracing`) of this thread, collected while the guard lives.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Captured {
+    fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        (captured, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .filter(|line| line.contains("WARN"))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn stalled_output_drops_records_and_the_writer_warns() {
+    const CAPACITY: usize = 64;
+    const OVER: usize = 10;
+    const WARN_INTERVAL: Duration = Duration::from_millis(50);
+    // A current-thread runtime: the writer task runs on this thread, so its warning is
+    // captured here; its blocked write is on the blocking pool.
+    let (captured, _guard) = Captured::start();
+    let output = StallingOutput::default();
+    let _release = ReleaseOnDrop(output.clone());
+    let (log, writer) = AccessLogWriter::start(
+        Output::Test(Box::new(output.clone())),
+        LogFormat::Squid,
+        CAPACITY,
+        WARN_INTERVAL,
+    );
+    log.log(record(0, 0));
+    assert!(
+        wait_for(|| output.entered()).await,
+        "the writer's first write blocks"
+    );
+    for index in 1..=CAPACITY + OVER {
+        log.log(record(0, index));
+    }
+    assert_eq!(queued(&log), CAPACITY);
+    assert_eq!(log.dropped(), OVER as u64);
+    // The write still hangs, and the writer says what it costs.
+    assert!(
+        wait_for(|| captured.warnings().len() == 1).await,
+        "a warning while the output is stalled"
+    );
+    // More drops, still stalled: one more warning, at most one per interval.
+    log.log(record(0, 1000));
+    assert_eq!(log.dropped(), OVER as u64 + 1);
+    assert!(
+        wait_for(|| captured.warnings().len() == 2).await,
+        "{:?}",
+        captured.warnings()
+    );
+    // No new drops: several intervals pass without another warning.
+    tokio::time::sleep(WARN_INTERVAL * 4).await;
+    assert_eq!(captured.warnings().len(), 2);
+    assert!(!output.released() && output.lines() == 0, "stuck all along");
+
+    output.release();
+    drop(log);
+    assert_eq!(writer.task.await.unwrap(), OVER as u64 + 1);
+    assert_eq!(output.lines(), 1 + CAPACITY, "everything queued is written");
+    let warnings = captured.warnings();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains(
+            "access log could not keep up (output stalled or too slow): 10 records dropped \
+             since the last warning, 10 since start; at most 64 wait to be written"
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].contains(": 1 records dropped since the last warning, 11 since start;"),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_that_keeps_up_drops_nothing() {
+    const CAPACITY: usize = 64;
+    const ROUNDS: usize = 20;
+    const BURST: usize = 60;
+    let dir = TempDir::new("keeps-up");
+    let path = dir.0.join("access.log");
+    let output = Output::File(open_log(&path).unwrap(), path.clone());
+    let (log, writer) =
+        AccessLogWriter::start(output, LogFormat::Squid, CAPACITY, DROP_WARNING_INTERVAL);
+    // Many times the capacity in all, never more than it at once: the writer gives the room
+    // back as it takes records.
+    for round in 0..ROUNDS {
+        for index in 0..BURST {
+            log.log(record(round, index));
+        }
+        assert!(wait_for(|| queued(&log) == 0).await, "round {round}");
+    }
+    assert_eq!(log.dropped(), 0);
+    drop(log);
+    assert_eq!(writer.task.await.unwrap(), 0, "no warning");
+    assert_eq!(record_ids(&path).len(), ROUNDS * BURST);
+}
+
+#[test]
+fn drop_warnings_are_rate_limited() {
+    let (captured, _guard) = Captured::start();
+    let dropped = Arc::new(AtomicU64::new(0));
+    let mut warnings = DropWarnings::new(dropped.clone(), 64, DROP_WARNING_INTERVAL);
+    let start = Instant::now();
+    assert_eq!(warnings.check(start), 0, "nothing dropped, nothing said");
+    assert_eq!(warnings.next_warning(), None);
+
+    dropped.store(5, Ordering::Relaxed);
+    assert_eq!(
+        warnings.check(start),
+        5,
+        "the first drops are reported at once"
+    );
+    dropped.store(8, Ordering::Relaxed);
+    let later = start + Duration::from_secs(1);
+    assert_eq!(warnings.check(later), 0, "held back by the interval");
+    assert_eq!(warnings.next_warning(), Some(start + DROP_WARNING_INTERVAL));
+    assert_eq!(warnings.check(start + DROP_WARNING_INTERVAL), 3);
+    assert_eq!(warnings.next_warning(), None);
+    let quiet = start + DROP_WARNING_INTERVAL * 3;
+    assert_eq!(warnings.check(quiet), 0, "nothing new");
+    dropped.store(9, Ordering::Relaxed);
+    assert_eq!(
+        warnings.check(quiet),
+        1,
+        "after a quiet interval, at once again"
+    );
+    dropped.store(11, Ordering::Relaxed);
+    assert_eq!(warnings.check(quiet), 0);
+    assert_eq!(warnings.finish(), 11, "stopping: the rest, interval or not");
+
+    let lines = captured.warnings();
+    let expected = [(5, 5), (3, 8), (1, 9), (2, 11)];
+    assert_eq!(lines.len(), expected.len(), "{lines:?}");
+    for (line, (new, total)) in lines.iter().zip(expected) {
+        assert!(
+            line.contains(&format!(
+                ": {new} records dropped since the last warning, {total} since start;"
+            )),
+            "{line}"
+        );
+    }
 }
