@@ -7,3 +7,6 @@ pub mod body;
 pub mod fields;
 pub mod stored_head;
 pub mod views;
+
+#[cfg(test)]
+pub mod parsed;

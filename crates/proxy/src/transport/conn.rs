@@ -6,8 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
 use super::intercept::spoofed_socket;
@@ -67,14 +66,10 @@ impl Conn {
         }
     }
 
-    /// The two directions, usable at once (a tunnel pumps both).
-    pub fn split(&mut self) -> (ConnRead<'_>, ConnWrite<'_>) {
-        match self {
-            Conn::Tcp(s) => {
-                let (r, w) = s.split();
-                (ConnRead::Tcp(r), ConnWrite::Tcp(w))
-            }
-        }
+    /// The two directions, usable at once (a tunnel pumps both). Each poll of a half takes a
+    /// lock-free flag: a tunnel's cost, never a request's.
+    pub fn split(&mut self) -> (ReadHalf<&mut Conn>, WriteHalf<&mut Conn>) {
+        tokio::io::split(self)
     }
 
     /// The TCP socket under the connection, for `sendfile(2)`; `None` where the bytes must
@@ -134,52 +129,6 @@ impl AsyncWrite for Conn {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
-
-/// The reading half of a split [`Conn`].
-pub enum ConnRead<'a> {
-    Tcp(ReadHalf<'a>),
-}
-
-/// The writing half of a split [`Conn`].
-pub enum ConnWrite<'a> {
-    Tcp(WriteHalf<'a>),
-}
-
-impl AsyncRead for ConnRead<'_> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnRead::Tcp(r) => Pin::new(r).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for ConnWrite<'_> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            ConnWrite::Tcp(w) => Pin::new(w).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnWrite::Tcp(w) => Pin::new(w).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            ConnWrite::Tcp(w) => Pin::new(w).poll_shutdown(cx),
         }
     }
 }

@@ -105,6 +105,15 @@ impl<'s> H1Exchange<'s> {
         }
     }
 
+    /// Where a started response's next piece goes: the connection, the head still pending (or
+    /// nothing), the framing and the write deadline.
+    fn outgoing(&mut self) -> (&mut Conn, &[u8], BodyOut, Duration) {
+        let limit = self.limit();
+        let ClientIo { conn, head_buf, .. } = &mut *self.io;
+        let prefix: &[u8] = if self.head_pending { head_buf } else { &[] };
+        (conn, prefix, self.out, limit)
+    }
+
     fn wire(&self) -> Wire<'s> {
         Wire {
             keep: self.keep,
@@ -223,19 +232,15 @@ impl<'s> Responder for H1Exchange<'s> {
     }
 
     async fn send_data(&mut self, data: &[u8]) -> Result<(), Gone> {
-        let limit = self.limit();
-        let ClientIo { conn, head_buf, .. } = &mut *self.io;
-        let prefix: &[u8] = if self.head_pending { head_buf } else { &[] };
-        let written = write_piece(conn, prefix, data, self.out, limit).await;
+        let (conn, prefix, out, limit) = self.outgoing();
+        let written = write_piece(conn, prefix, data, out, limit).await;
         self.head_pending = false;
         self.wrote(written)
     }
 
     async fn send_end(&mut self, trailers: &Trailers) -> Result<(), Gone> {
-        let limit = self.limit();
-        let ClientIo { conn, head_buf, .. } = &mut *self.io;
-        let prefix: &[u8] = if self.head_pending { head_buf } else { &[] };
-        let written = write_end(conn, prefix, trailers, self.out, limit).await;
+        let (conn, prefix, out, limit) = self.outgoing();
+        let written = write_end(conn, prefix, trailers, out, limit).await;
         self.head_pending = false;
         self.wrote(written)
     }

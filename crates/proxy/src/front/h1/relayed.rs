@@ -78,18 +78,8 @@ fn put_passed_fields(out: &mut BytesMut, resp: &impl ResponseView) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sepia_http1::{Limits, ResponseDecoder, ResponseHead};
-
+    use crate::h1::parsed::response as parse_resp;
     use crate::h1::views;
-
-    fn parse_resp(raw: &str) -> ResponseHead {
-        let mut buf = BytesMut::from(raw.as_bytes());
-        let mut head = ResponseHead::default();
-        assert!(ResponseDecoder::new(Limits::default())
-            .decode(&mut buf, &mut head)
-            .unwrap());
-        head
-    }
 
     fn client_head(raw: &str, method: Method, version: Version, keep: bool) -> String {
         let resp = parse_resp(raw);

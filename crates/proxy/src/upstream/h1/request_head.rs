@@ -124,7 +124,7 @@ fn put_own_fields(out: &mut BytesMut, parts: &HeadParts<'_>, xff_written: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sepia_http1::{BytesMut as B, Limits, RequestDecoder, RequestHead};
+    use crate::h1::parsed::request as parse_req;
 
     fn policy(xff: XForwardedFor, forwarded: bool) -> HeaderPolicy {
         HeaderPolicy {
@@ -150,15 +150,6 @@ mod tests {
             client_scheme: Scheme::Http,
             cond,
         }
-    }
-
-    fn parse_req(raw: &str) -> RequestHead {
-        let mut buf = B::from(raw.as_bytes());
-        let mut head = RequestHead::default();
-        assert!(RequestDecoder::new(Limits::default())
-            .decode(&mut buf, &mut head)
-            .unwrap());
-        head
     }
 
     fn origin_head(raw: &str, xff: XForwardedFor, forwarded: bool) -> String {
