@@ -118,17 +118,24 @@ pub(super) async fn write(
         After::Stored { start, end } => (obj.head(), *start, *end),
         After::Rebuilt { head, start, end } => (head, *start, *end),
     };
-    match obj.body() {
-        _ if start == end => write_with_body(io, head, &[], limit).await,
-        Body::Chunks(chunks) if start == 0 && end == obj.body_len() => {
-            write_with_body(io, head, chunks, limit).await
-        }
+    let part;
+    let body: &[Bytes] = match obj.body() {
+        _ if start == end => &[],
+        Body::Chunks(chunks) if start == 0 && end == obj.body_len() => chunks,
         Body::Chunks(chunks) => {
-            let part = slice_chunks(chunks, start, end - 1);
-            write_with_body(io, head, &part, limit).await
+            part = slice_chunks(chunks, start, end - 1);
+            &part
         }
-        Body::File(file) => write_with_file(io, head, file, start, end, limit).await,
-    }
+        Body::File(file) if io.conn.tcp().is_some() => {
+            return write_with_file(io, head, file, start, end, limit).await;
+        }
+        // A connection that cannot take a file (TLS) gets the bytes read back.
+        Body::File(file) => {
+            part = vec![file.read_all()?.slice(start as usize..end as usize)];
+            &part
+        }
+    };
+    write_with_body(io, head, body, limit).await
 }
 
 /// Writes the head of an object still being filled, whose body follows framed as `chunked`
@@ -226,8 +233,7 @@ async fn write_with_body(
 }
 
 /// Writes `head` and the per-hit block in `io.head_buf` in one gather write, then bytes
-/// `start..end` of a body file with sendfile (no copy of the body), or read back into memory
-/// where the connection cannot take a file. Returns the bytes written.
+/// `start..end` of a body file with sendfile (no copy of the body). Returns the bytes written.
 async fn write_with_file(
     io: &mut ClientIo,
     head: &[u8],
@@ -236,11 +242,6 @@ async fn write_with_file(
     end: u64,
     limit: Duration,
 ) -> io::Result<u64> {
-    if io.conn.tcp().is_none() {
-        let all = file.read_all()?;
-        let part = all.slice(start as usize..end as usize);
-        return write_with_body(io, head, &[part], limit).await;
-    }
     write_parts_within(&mut io.conn, &[head, &io.head_buf], limit).await?;
     if let Some(tcp) = io.conn.tcp() {
         send_file_within(tcp, file, start, end, limit).await?;
