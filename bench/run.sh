@@ -10,6 +10,7 @@
 #   bench/run.sh                      full run (3 repetitions of 5 s)
 #   bench/run.sh --quick              smoke run: a few cases, 1 repetition of 3 s
 #   bench/run.sh --targets sepia,haproxy --cases 'hit-1k-*,miss-*' --reps 5 --duration 10
+#   bench/run.sh --sepia-base /path/to/main/sepia --sepia-base-label 8373ecd   A/B beside the peers
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,6 +26,8 @@ TARGETS_ARG=""
 CASES_ARG=""
 SEPIA_BIN=""
 SEPIA_LABEL=""
+SEPIA_BASE_BIN=""
+SEPIA_BASE_LABEL=""
 INSTALL=1
 NOTES=()
 COMMAND_LINE="bench/run.sh${*:+ $*}"
@@ -37,7 +40,8 @@ usage() {
     cat << USAGE
 usage: bench/run.sh [options]
   --quick              smoke run: cases ${QUICK_CASES[*]}; 1 repetition of 3 s
-  --targets LIST       comma-separated, from: ${ALL_TARGETS[*]} (default: all)
+  --targets LIST       comma-separated, from: ${ALL_TARGETS[*]}, sepia-base (with --sepia-base)
+                       (default: all; with --sepia-base, sepia-base too)
   --cases LIST         comma-separated names or globs (see --list-cases)
   --reps N             repetitions (default $REPS; --quick: 1)
   --duration S         seconds per wrk run (default $DURATION; --quick: 3)
@@ -45,6 +49,10 @@ usage: bench/run.sh [options]
   --port-base P        origin port; targets use P+1.. (default $PORT_BASE)
   --sepia-bin PATH     use this sepia binary instead of building one
   --sepia-label TEXT   describe that binary in RESULTS.md (e.g. its commit)
+  --sepia-base PATH    A/B: also run this sepia binary (e.g. the main a change came from) as
+                       target sepia-base, started and measured exactly like sepia; RESULTS.md
+                       gives sepia ÷ sepia-base CPU-µs/req per case
+  --sepia-base-label TEXT  describe the sepia-base binary in RESULTS.md (e.g. its commit)
   --out FILE           results file (default bench/RESULTS.md)
   --no-install         do not apt-get install missing tools
   --note TEXT          add TEXT to the notes of RESULTS.md (repeatable)
@@ -63,6 +71,8 @@ while (($#)); do
         --port-base) PORT_BASE=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$(realpath "$2"); shift ;;
         --sepia-label) SEPIA_LABEL=$2; shift ;;
+        --sepia-base) SEPIA_BASE_BIN=$(realpath -m "$2"); shift ;;
+        --sepia-base-label) SEPIA_BASE_LABEL=$2; shift ;;
         --out) OUT=$(realpath -m "$2"); shift ;;
         --no-install) INSTALL=0 ;;
         --note) NOTES+=("$2"); shift ;;
@@ -77,9 +87,17 @@ REPS=${REPS_ARG:-$REPS}
 DURATION=${DURATION_ARG:-$DURATION}
 
 # --- what to run ---------------------------------------------------------------------------
+if [[ -n $SEPIA_BASE_BIN ]]; then
+    ALL_TARGETS=(sepia sepia-base "${ALL_TARGETS[@]:1}")
+    SEPIA_BASE_LABEL=${SEPIA_BASE_LABEL:-"binary $SEPIA_BASE_BIN"}
+fi
 TARGETS=()
 for t in ${TARGETS_ARG//,/ }; do
     case $t in trafficserver) t=ats ;; nginxcache | nginx-cache) t=nginx ;; esac
+    if [[ $t == sepia-base && -z $SEPIA_BASE_BIN ]]; then
+        echo "target sepia-base needs --sepia-base PATH" >&2
+        exit 2
+    fi
     [[ " ${ALL_TARGETS[*]} " == *" $t "* ]] || { echo "unknown target $t" >&2; exit 2; }
     TARGETS+=("$t")
 done
@@ -192,6 +210,7 @@ meta idle_conns "$IDLE_CONNS"
 meta quick "$QUICK"
 meta load_before "$(cut -d' ' -f1-3 /proc/loadavg)"
 meta sepia_commit "${SEPIA_LABEL:-not run}"
+[[ " ${TARGETS[*]} " == *" sepia-base "* ]] && meta sepia_base "$SEPIA_BASE_LABEL"
 for c in "${CASES[@]}"; do meta case "$c"; done
 for n in "${NOTES[@]}"; do meta note "$n"; done
 
@@ -240,10 +259,15 @@ for ((rep = 1; rep <= REPS; rep++)); do
     done
 done
 
-if [[ -s $RUN/sepia/stderr.log ]]; then
-    meta note "sepia stderr (last lines): $(tail -3 "$RUN/sepia/stderr.log" | tr '\n' ' ' | cut -c1-300)"
-fi
+for t in sepia sepia-base; do
+    if [[ -s $RUN/$t/stderr.log ]]; then
+        meta note "$t stderr (last lines): $(tail -3 "$RUN/$t/stderr.log" | tr '\n' ' ' | cut -c1-300)"
+    fi
+done
 meta note "Each target runs with one worker on CPU 1: haproxy nbthread 1; Traffic Server one ET_NET thread (exec_thread.limit 1), RAM cache 1 GiB; nginx worker_processes 1; varnish default thread pools, malloc 1 GiB, timeout_idle 300 s; squid -N (one process), cache_mem 1 GiB; Sepia workers = 1, cache memory 1 GiB, access log off."
+if [[ " ${ACTIVE[*]} " == *" sepia-base "* ]]; then
+    meta note "A/B: sepia-base is a second Sepia build ($SEPIA_BASE_LABEL) started exactly like sepia (same config template bench/peers/sepia.toml, its own port and run directory, the same pinning and cases), interleaved with the other targets in every repetition. It is not counted as a peer: \"best peer\" excludes it."
+fi
 meta note "Hits are primed by two GETs of the object before each run; a hit run that reached the origin is marked NOT A HIT."
 meta note "ab reports whole milliseconds: its p50/p99 are coarse."
 if [[ " ${ACTIVE[*]} " == *" haproxy "* && " ${CASES[*]} " == *" ab-"* ]]; then

@@ -1,24 +1,39 @@
 # Origin and targets for bench/run.sh (sourced). Each start_<target> starts one instance pinned
 # to CPU 1 with one worker from its config in bench/peers/, sets TPID[<target>] and returns 0 once
 # the target answers GET /1k with 200; on failure it sets FAIL_REASON and returns 1.
+#
+# sepia-base is a second Sepia build (SEPIA_BASE_BIN, run.sh --sepia-base) for A/B runs: started
+# exactly like sepia (same config template, its own port and run directory); run.sh adds it to
+# ALL_TARGETS, right after sepia, only when a binary is given.
 
 ALL_TARGETS=(sepia haproxy ats nginx varnish squid)
+SEPIA_BASE_BIN=${SEPIA_BASE_BIN:-}
 declare -A TPID TPORT
 SIZES=(160 1k 4k 64k 1m)
 declare -A SIZE_BYTES=([160]=160 [1k]=1024 [4k]=4096 [64k]=65536 [1m]=1048576)
 
+# Ports in a fixed order, whatever ALL_TARGETS holds: sepia-base comes after every other
+# target, so an A/B run moves no one else's port.
+PORT_ORDER=(sepia haproxy ats nginx varnish squid sepia-base)
+
 assign_ports() {
     local i=1 t
     ORIGIN_PORT=$PORT_BASE
-    for t in "${ALL_TARGETS[@]}"; do
+    for t in "${PORT_ORDER[@]}"; do
         TPORT[$t]=$((PORT_BASE + i))
         i=$((i + 1))
     done
 }
 
+# target_dir NAME: the target's run directory under $RUN.
+target_dir() {
+    case $1 in nginx) echo nginxcache ;; *) echo "$1" ;; esac
+}
+
 target_version() {
     case $1 in
         sepia) "$SEPIA_BIN" --version 2> /dev/null | head -1 ;;
+        sepia-base) "$SEPIA_BASE_BIN" --version 2> /dev/null | head -1 ;;
         haproxy) haproxy -v 2> /dev/null | head -1 | awk '{print "HAProxy " $3}' ;;
         ats) traffic_server -V 2> /dev/null | head -1 | awk '{print $1, $2, $3}' ;;
         nginx) nginx -v 2>&1 | sed 's/.*: //' ;;
@@ -46,14 +61,18 @@ start_origin() {
     pin_tree "$ORIGIN_PID" "$LOAD_CPU"
 }
 
-start_sepia() {
-    local dir="$RUN/sepia"
+# start_sepia_as NAME BIN: one Sepia from peers/sepia.toml on NAME's port, in $RUN/NAME.
+start_sepia_as() {
+    local name=$1 bin=$2 dir="$RUN/$1"
     mkdir -p "$dir"
-    [[ -x "$SEPIA_BIN" ]] || { FAIL_REASON="no binary at $SEPIA_BIN (build failed?)"; return 1; }
-    render "$BENCH_DIR/peers/sepia.toml" "$dir/sepia.toml" "${TPORT[sepia]}"
-    START_CMD="env SEPIA_LOG=warn $SEPIA_BIN --config $dir/sepia.toml"
-    launch "$TARGET_CPU" "$dir/stderr.log" env SEPIA_LOG=warn "$SEPIA_BIN" --config "$dir/sepia.toml"
+    [[ -x "$bin" ]] || { FAIL_REASON="no binary at $bin (build failed?)"; return 1; }
+    render "$BENCH_DIR/peers/sepia.toml" "$dir/sepia.toml" "${TPORT[$name]}"
+    START_CMD="env SEPIA_LOG=warn $bin --config $dir/sepia.toml"
+    launch "$TARGET_CPU" "$dir/stderr.log" env SEPIA_LOG=warn "$bin" --config "$dir/sepia.toml"
 }
+
+start_sepia() { start_sepia_as sepia "$SEPIA_BIN"; }
+start_sepia_base() { start_sepia_as sepia-base "$SEPIA_BASE_BIN"; }
 
 start_haproxy() {
     local dir="$RUN/haproxy"
@@ -125,10 +144,10 @@ start_target() {
         FAIL_REASON="port ${TPORT[$t]} already in use"
         return 1
     fi
-    "start_$t" || { FAIL_REASON=${FAIL_REASON:-"could not launch"}; return 1; }
+    "start_${t//-/_}" || { FAIL_REASON=${FAIL_REASON:-"could not launch"}; return 1; }
     TPID[$t]=$LAUNCHED_PID
     if ! wait_ready "${TPID[$t]}" "${TPORT[$t]}" /1k 60; then
-        FAIL_REASON="did not serve GET /1k within 60 s (exit or bad answer: $(http_code "${TPORT[$t]}" /1k)); log: $(tail -c 400 "$RUN"/*"$t"*/stderr.log 2> /dev/null | tr '\n' ' ')"
+        FAIL_REASON="did not serve GET /1k within 60 s (exit or bad answer: $(http_code "${TPORT[$t]}" /1k)); log: $(tail -c 400 "$RUN/$(target_dir "$t")/stderr.log" 2> /dev/null | tr '\n' ' ')"
         stop_tree "${TPID[$t]}"
         TPID[$t]=""
         return 1

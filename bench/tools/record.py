@@ -107,7 +107,7 @@ def main():
     with open(args.jsonl, "a") as f:
         f.write(json.dumps(rec, sort_keys=True) + "\n")
     print(
-        f"  {args.target:<8} {args.case:<16} rep {args.rep}: "
+        f"  {args.target:<10} {args.case:<16} rep {args.rep}: "
         f"{rec.get('rps', 0):>10,.0f} req/s  p50 {rec.get('p50_ms', 0):.2f} ms  "
         f"p99 {rec.get('p99_ms', 0):.2f} ms  {rec.get('cpu_us_per_req', 0):.1f} CPU-µs/req  "
         f"cpu {100 * rec.get('cpu_share', 0):.0f}%  origin {rec.get('origin_requests')}  "

@@ -7,6 +7,10 @@ meta.tsv holds one "key<TAB>value" per line; keys that repeat (case, target, not
 start, failed, cmd) keep their order. Every figure quoted is the median over repetitions.
 A section written by count.sh between the COUNT_BEGIN/COUNT_END markers of an existing
 RESULTS.md is carried over unchanged.
+
+A/B runs (run.sh --sepia-base): the target sepia-base is a second Sepia build. It is not a peer
+("best peer" never means it); each case gets the ratio sepia ÷ sepia-base of CPU-µs per request,
+the median of the per-repetition ratios, followed by those ratios in repetition order.
 """
 import argparse
 import json
@@ -18,6 +22,7 @@ COUNT_BEGIN = "<!-- count.sh:begin -->"
 COUNT_END = "<!-- count.sh:end -->"
 SIZES = {"160": "160 B", "1k": "1 KiB", "4k": "4 KiB", "64k": "64 KiB", "1m": "1 MiB"}
 GOOD = {"hit", "miss"}
+BASE = "sepia-base"
 
 
 def read_meta(path):
@@ -99,6 +104,43 @@ def ratio(a, b):
     return f"{a / b:.2f}×" if a is not None and b else "—"
 
 
+def ab_ratios(by_target):
+    """sepia ÷ sepia-base CPU-µs/req, paired by repetition: (median, [per rep], valid) or None."""
+    cpu = {}
+    for t in ("sepia", BASE):
+        cpu[t] = {r["rep"]: r["cpu_us_per_req"] for r in by_target.get(t, [])
+                  if r.get("cpu_us_per_req")}
+    reps = sorted(set(cpu["sepia"]) & set(cpu[BASE]))
+    if not reps:
+        return None
+    # rounded as printed, so the verdict (does the spread straddle 1.0?) reads off the figures
+    ratios = [round(cpu["sepia"][k] / cpu[BASE][k], 2) for k in reps]
+    valid = all(summarise(by_target[t])["valid"] for t in ("sepia", BASE))
+    return statistics.median(ratios), ratios, valid
+
+
+def ab_verdict(ratios, short=False):
+    if len(ratios) < 2:
+        return "1 rep" if short else "one repetition: no spread"
+    if min(ratios) <= 1.0 <= max(ratios):
+        return "within noise"
+    if max(ratios) < 1.0:
+        return "lower" if short else "sepia lower in every repetition"
+    return "higher" if short else "sepia higher in every repetition"
+
+
+def fmt_ab(ab, short=False):
+    """`0.98 (0.95, 1.03, 0.98)`: the median, then the ratio of each repetition in order."""
+    if ab is None:
+        return "—"
+    median, ratios, valid = ab
+    text = f"{median:.2f} ({', '.join(f'{r:.2f}' for r in ratios)})"
+    if short:
+        return f"{text} {ab_verdict(ratios, short=True)}" + ("" if valid else " ✗")
+    return (f"**{median:.2f}** ({', '.join(f'{r:.2f}' for r in ratios)}): {ab_verdict(ratios)}"
+            + ("" if valid else " (a verdict was not the expected one: not comparable)"))
+
+
 def comparison(stats, peers, idle):
     """One line: Sepia against the best valid peer on req/s, CPU-µs/req (and RSS/conn)."""
     sepia = stats.get("sepia")
@@ -141,13 +183,20 @@ def case_table(case, by_target, targets, peers, meta):
         if idle:
             row += f" {fmt_bytes(s['rss_per_conn'])} | {fmt_num(s['held'])}/{fmt_num(s['opened'])} |"
         lines.append(row)
-    lines += ["", comparison(stats, peers, idle)]
+    line = comparison(stats, peers, idle)
+    if "sepia" in stats and BASE in stats:
+        line += (("\n" if line else "") + "A/B, sepia ÷ sepia-base CPU-µs/req (median of the "
+                 "repetitions' ratios, then each repetition's; lower is better): "
+                 f"{fmt_ab(ab_ratios(by_target))}\n")
+    lines += ["", line]
     return "\n".join(lines), stats
 
 
 def summary_table(grouped, cases, targets, peers):
-    lines = ["| case (req/s / CPU-µs per request) | " + " | ".join(targets) + " | Sepia CPU ÷ best peer |",
-             "|---|" + "---:|" * len(targets) + "---:|"]
+    ab = "sepia" in targets and BASE in targets
+    lines = ["| case (req/s / CPU-µs per request) | " + " | ".join(targets) + " | Sepia CPU ÷ best peer |"
+             + (" sepia ÷ sepia-base CPU (per rep) |" if ab else ""),
+             "|---|" + "---:|" * len(targets) + "---:|" + ("---:|" if ab else "")]
     for case in cases:
         stats = {t: summarise(recs) for t, recs in grouped.get(case, {}).items()}
         cells = []
@@ -161,7 +210,10 @@ def summary_table(grouped, cases, targets, peers):
         valid = [stats[p]["cpu"] for p in peers if p in stats and stats[p]["valid"] and stats[p]["cpu"]]
         sep = stats.get("sepia")
         r = ratio(sep["cpu"], min(valid)) if sep and valid else "—"
-        lines.append(f"| `{case}` | " + " | ".join(cells) + f" | {r} |")
+        row = f"| `{case}` | " + " | ".join(cells) + f" | {r} |"
+        if ab:
+            row += f" {fmt_ab(ab_ratios(grouped.get(case, {})), short=True)} |"
+        lines.append(row)
     idle = {t: summarise(recs) for t, recs in grouped.get("idle", {}).items()}
     if idle:
         cells = [f"{t} {fmt_bytes(idle[t]['rss_per_conn'])}" for t in targets if t in idle]
@@ -169,6 +221,13 @@ def summary_table(grouped, cases, targets, peers):
     lines.append("")
     lines.append("✗ = the verdict was not the expected one (a \"hit\" run reached the origin, a "
                  "miss run did not, or no requests completed): see the case table.")
+    if ab:
+        lines.append("")
+        lines.append("sepia ÷ sepia-base CPU: the A/B of two Sepia builds, CPU-µs per request of "
+                     "sepia over sepia-base in the same repetition; first the median of those "
+                     "ratios, then each repetition's in order. Below 1.0 sepia is cheaper; when "
+                     "the repetitions' ratios straddle 1.0 the difference is within noise, and "
+                     "\"lower\" (\"higher\") means sepia was cheaper (dearer) in every repetition.")
     return "\n".join(lines)
 
 
@@ -204,7 +263,7 @@ def main():
             records = [json.loads(line) for line in f if line.strip()]
     cases = meta.get("case", [])
     targets = [t for t in meta.get("target", []) if any(r["target"] == t for r in records)]
-    peers = [t for t in targets if t != "sepia"]
+    peers = [t for t in targets if t not in ("sepia", BASE)]
     grouped = {}
     for r in records:
         grouped.setdefault(r["case"], {}).setdefault(r["target"], []).append(r)
@@ -220,6 +279,10 @@ def main():
         f"- machine: {one(meta, 'machine')}",
         f"- command: `{one(meta, 'command')}`",
         f"- Sepia: {one(meta, 'sepia_commit')}",
+    ]
+    if "sepia_base" in meta:
+        out.append(f"- sepia-base (A/B: the build sepia is compared with): {one(meta, 'sepia_base')}")
+    out += [
         f"- repetitions: {one(meta, 'reps')} (interleaved: repetition 1 of every case and target, "
         f"then repetition 2, ...), wrk duration {one(meta, 'duration')} s, medians quoted",
         f"- load before / after: {one(meta, 'load_before')} / {one(meta, 'load_after')}",
