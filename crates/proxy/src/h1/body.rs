@@ -100,8 +100,10 @@ impl BodyDecoder {
                 BodyDecoder::UntilClose => None,
             };
             if let Some(raw) = step {
+                // Done only once the trailers are known good: `Done` means read cleanly.
+                let trailers = trailers(&raw, head)?;
                 *self = BodyDecoder::Done;
-                return Ok(BodyPiece::End(trailers(&raw, head)?));
+                return Ok(BodyPiece::End(trailers));
             }
             let n = read_more(src, buf, BODY_READ_ROOM, limit)
                 .await

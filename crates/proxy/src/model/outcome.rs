@@ -1,8 +1,9 @@
 //! How an exchange ended: what the access log records and what the front end needs to decide
 //! whether the client connection may carry another request.
 //!
-//! An outcome is built once, by the step that knows how the request was answered, with the
-//! constructors and builder methods below; nothing patches it afterwards.
+//! An outcome is built by the step that knows how the request was answered, with the
+//! constructors and builder methods below (the pipeline's last step adds what only the front
+//! end knows: the bytes it wrote); no code assigns its fields one by one.
 
 use std::net::IpAddr;
 
@@ -88,6 +89,12 @@ impl Outcome {
     /// The origin at `peer` answered.
     pub fn answered_by(mut self, peer: IpAddr) -> Outcome {
         self.peer = Some(peer);
+        self
+    }
+
+    /// With the count of bytes written to the client.
+    pub fn with_bytes_sent(mut self, bytes_sent: u64) -> Outcome {
+        self.bytes_sent = bytes_sent;
         self
     }
 

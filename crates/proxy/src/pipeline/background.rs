@@ -15,7 +15,7 @@ use sepia_store::{FillWriter, Object};
 
 use super::context::Ctx;
 use super::query::Query;
-use crate::cache::{freshened, publish_response, republish, unix_now, Meta};
+use crate::cache::{freshened, publish_response, republish, unix_now, Cache, Meta};
 use crate::model::{
     BodyError, BodyPiece, Downstream, Gone, HeaderId, RequestView, ResponseView, Trailers,
 };
@@ -84,6 +84,41 @@ struct Job {
 }
 
 impl Job {
+    /// What the origin's answer does to the stored variant.
+    fn judge(
+        &self,
+        cache: &Cache,
+        resp: &impl ResponseView,
+        request_time: u64,
+    ) -> Result<Verdict, &'static str> {
+        let (obj, fields) = (&self.obj, resp.fields());
+        let entry = obj.meta();
+        if resp.status() == 304 {
+            if select_for_update(&[&entry.meta], &fields) != [0] {
+                return Err("the 304 selects no stored response");
+            }
+            let times = (request_time, unix_now());
+            let (policy, via) = (&cache.policy, self.state.via());
+            let (head, fresh) = freshened(obj, &fields, times, &self.key, policy, via);
+            return Ok(Verdict::Freshened(head, fresh));
+        }
+        // A new response replaces the stale one only under the same variant: the request that
+        // started this carried no body, no no-store (or it would not have been served stale),
+        // and the same Vary-selected fields, so the stored secondary key still applies.
+        let stored = entry.layout.fields(obj.head());
+        if fields.first(HeaderId::Vary) != stored.first(HeaderId::Vary) {
+            return Ok(Verdict::OtherVariant);
+        }
+        Ok(Verdict::Replace(Box::new(StoredMeta::from_response(
+            resp.status(),
+            &fields,
+            request_time,
+            unix_now(),
+            &self.key,
+            &cache.policy,
+        ))))
+    }
+
     async fn revalidate(self, writer: FillWriter<Meta>) -> Result<(), &'static str> {
         let state = &self.state;
         let cache = state.cache.as_ref().ok_or("caching is off")?;
@@ -97,37 +132,7 @@ impl Job {
                 .await
                 .map_err(|_| "the origin did not answer")?;
         let obj = &self.obj;
-        let verdict = {
-            let resp = fetched.head();
-            let fields = resp.fields();
-            let entry = obj.meta();
-            if resp.status() == 304 {
-                if select_for_update(&[&entry.meta], &fields) != [0] {
-                    return Err("the 304 selects no stored response");
-                }
-                let times = (request_time, unix_now());
-                let policy = &cache.policy;
-                let (head, fresh) = freshened(obj, &fields, times, &self.key, policy, state.via());
-                Verdict::Freshened(head, fresh)
-            } else if fields.first(HeaderId::Vary)
-                != entry.layout.fields(obj.head()).first(HeaderId::Vary)
-            {
-                // A new response replaces the stale one only under the same variant: the
-                // request that started this carried no body, no no-store (or it would not
-                // have been served stale), and the same Vary-selected fields, so the stored
-                // secondary key still applies.
-                Verdict::OtherVariant
-            } else {
-                Verdict::Replace(Box::new(StoredMeta::from_response(
-                    resp.status(),
-                    &fields,
-                    request_time,
-                    unix_now(),
-                    &self.key,
-                    &cache.policy,
-                )))
-            }
-        };
+        let verdict = self.judge(cache, fetched.head(), request_time)?;
         let meta = match verdict {
             Verdict::Freshened(head, fresh) => {
                 republish(writer, obj, head, fresh)?;
@@ -137,6 +142,7 @@ impl Job {
             }
             Verdict::OtherVariant => {
                 writer.release();
+                fetched.release();
                 return Ok(());
             }
             Verdict::Replace(meta) => *meta,
@@ -146,6 +152,7 @@ impl Job {
             is_storable_stored(b"GET", &FieldList::new(), &meta, &cache.policy).is_storable();
         if !storable || !meta.is_worth_storing() || !fetched.end_is_certain() {
             writer.release();
+            fetched.release();
             return Ok(());
         }
         let secondary = obj.secondary().clone();

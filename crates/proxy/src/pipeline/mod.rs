@@ -65,7 +65,7 @@ pub async fn serve<C: Responder>(
     if outcome.local.is_some() {
         outcome = send_local(x.client, outcome).await;
     }
-    outcome.bytes_sent = x.client.bytes_sent();
+    let outcome = outcome.with_bytes_sent(x.client.bytes_sent());
     if let Some(timing) = timing {
         log::record(state, conn, req, x.user.as_deref(), timing, &outcome);
     }
@@ -94,13 +94,15 @@ pub async fn refuse<C: Responder>(
 
 /// Sends the outcome's local answer, if it has one, and counts what was written. Awaited only
 /// when there is one: most requests have none, and a hit then polls no future for it.
-async fn send_local<C: Responder>(client: &mut C, mut outcome: Outcome) -> Outcome {
-    if let Some(answer) = outcome.local {
-        outcome.content_type = Some(Bytes::from_static(LOCAL_ANSWER_TYPE));
-        if let Err(Gone) = client.send_local(answer, outcome.close).await {
-            outcome.close = true;
-        }
+async fn send_local<C: Responder>(client: &mut C, outcome: Outcome) -> Outcome {
+    let Some(answer) = outcome.local else {
+        return outcome.with_bytes_sent(client.bytes_sent());
+    };
+    let outcome = outcome.with_content_type(Some(Bytes::from_static(LOCAL_ANSWER_TYPE)));
+    let sent = client.send_local(answer, outcome.close).await;
+    let outcome = outcome.with_bytes_sent(client.bytes_sent());
+    match sent {
+        Ok(()) => outcome,
+        Err(Gone) => outcome.closing(),
     }
-    outcome.bytes_sent = client.bytes_sent();
-    outcome
 }

@@ -79,8 +79,8 @@ pub(super) async fn revalidate<C: Responder>(
     }
     if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy) {
         writer.release();
-        // Its body is not wanted (left unread, it keeps the connection out of the pool).
-        drop(fetched);
+        // Its body is not wanted: unless it was empty, the connection is not reused.
+        fetched.release();
         let status = CacheStatus::forward(fwd).with_fwd_status(status);
         return hit::serve(x, &obj, stale_served(status, origin)).await;
     }

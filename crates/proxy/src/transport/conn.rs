@@ -66,8 +66,8 @@ impl Conn {
         }
     }
 
-    /// The two directions, usable at once (a tunnel pumps both). Each poll of a half takes a
-    /// lock-free flag: a tunnel's cost, never a request's.
+    /// The two directions, usable at once (a tunnel pumps both). Each poll of a half takes
+    /// tokio's split lock: a tunnel's cost, never a request's.
     pub fn split(&mut self) -> (ReadHalf<&mut Conn>, WriteHalf<&mut Conn>) {
         tokio::io::split(self)
     }

@@ -9,7 +9,7 @@
 //!   `spoof_client`, origin connections leave from the client's address (Squid's default).
 //!
 //! The origin contacted is always that original destination, never a host chosen from the
-//! request: the pipeline only checks the Host header against it (`pipeline/destination.rs`).
+//! request: the pipeline only checks the Host header against it (`pipeline/intercepted.rs`).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};

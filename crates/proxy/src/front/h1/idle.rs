@@ -14,7 +14,7 @@ use crate::transport::Conn;
 
 /// How long an idle keep-alive connection keeps its buffers and task (one to two of these, see
 /// `IdleWait`). A busy client sends its next request well within this; after it, the
-/// connection is parked (see `server::Parked`): a socket and a small task, a few hundred bytes
+/// connection is parked (see `server::parked::Parked`): a socket and a small task, a few hundred bytes
 /// instead of several KiB.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
 

@@ -79,32 +79,41 @@ impl Activity {
     }
 }
 
-/// One direction: `first`, then read, write, note the activity; on EOF pass the half-close on.
+/// One direction: `first`, then read, write, note the activity; on EOF or a failed write pass
+/// the half-close on.
 async fn pump<R, W>(r: &mut R, w: &mut W, first: &[u8], activity: &Activity, count: &AtomicU64)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    if !first.is_empty() {
-        if w.write_all(first).await.is_err() {
-            return;
+    if first.is_empty() || forward(w, first, activity, count).await {
+        let mut buf = vec![0u8; TUNNEL_BUF];
+        loop {
+            let n = match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if !forward(w, &buf[..n], activity, count).await {
+                break;
+            }
         }
-        count.fetch_add(first.len() as u64, Ordering::Relaxed);
-        activity.moved();
-    }
-    let mut buf = vec![0u8; TUNNEL_BUF];
-    loop {
-        let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if w.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-        count.fetch_add(n as u64, Ordering::Relaxed);
-        activity.moved();
     }
     let _ = w.shutdown().await;
+}
+
+/// Writes `bytes` whole, counting them and noting the activity; false when the write failed.
+async fn forward<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    bytes: &[u8],
+    activity: &Activity,
+    count: &AtomicU64,
+) -> bool {
+    if w.write_all(bytes).await.is_err() {
+        return false;
+    }
+    count.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    activity.moved();
+    true
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //! origins) → send the head, and the content pulled from the client → await the response head
 //! while watching for the client going away, passing interim responses on → hand the head and
 //! a body reader to the pipeline → return the connection to the pool when both messages
-//! ended cleanly ([`Fetched`]'s drop: the one place that decides reuse).
+//! ended cleanly ([`Fetched::release`], the one place that decides reuse).
 
 use std::io;
 use std::net::IpAddr;
@@ -167,6 +167,7 @@ async fn exchange<'s>(
                 let framing = resp.body_framing(sending.method);
                 return Ok(Fetched {
                     end_is_certain: framing != BodyFraming::UntilClose,
+                    origin_ip: origin.addr().ip(),
                     length: views::body_length(framing),
                     body: BodyDecoder::new(framing),
                     pool_rule: resp.reusable(sending.method),
@@ -298,6 +299,7 @@ pub struct Fetched<'s> {
     body: BodyDecoder,
     length: BodyLength,
     end_is_certain: bool,
+    origin_ip: IpAddr,
     /// The response allows reuse as far as its head says (RFC 9112 §9.3).
     pool_rule: bool,
 }
@@ -320,9 +322,7 @@ impl Fetched<'_> {
     }
 
     pub fn origin_ip(&self) -> IpAddr {
-        self.origin
-            .as_ref()
-            .map_or(IpAddr::from([0, 0, 0, 0]), |o| o.addr().ip())
+        self.origin_ip
     }
 
     /// The next piece of the body.
