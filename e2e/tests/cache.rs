@@ -466,3 +466,46 @@ fn disabled_cache_forwards_every_request() {
     }
     assert_origin_requests(&origin, 3, "three GETs with the cache disabled");
 }
+
+#[test]
+fn a_post_response_for_its_own_uri_answers_later_gets() {
+    // RFC 9110 §9.3.3: explicit freshness and a Content-Location equal to the target URI.
+    let (origin, sepia) = reverse();
+    let posted = send(&sepia, "POST", "/posted/a", &[("Content-Length", "0")]);
+    assert_eq!(posted.status, 200);
+    assert_eq!(posted.text(), "POST /posted/a");
+    let later = get(&sepia, "/posted/a");
+    assert_eq!(later.status, 200);
+    assert_eq!(
+        later.text(),
+        "POST /posted/a",
+        "the stored POST response answered the GET"
+    );
+    assert!(
+        cache_status(&later).contains("hit"),
+        "{}",
+        cache_status(&later)
+    );
+    assert_origin_requests(&origin, 1, "a GET after a reusable POST");
+    // A POST itself is never answered from the cache (it is unsafe).
+    send(&sepia, "POST", "/posted/a", &[("Content-Length", "0")]);
+    assert_origin_requests(&origin, 2, "a second POST");
+}
+
+#[test]
+fn a_post_response_for_another_uri_is_not_reused() {
+    let (origin, sepia) = reverse();
+    send(
+        &sepia,
+        "POST",
+        "/posted-elsewhere/a",
+        &[("Content-Length", "0")],
+    );
+    let later = get(&sepia, "/posted-elsewhere/a");
+    assert_eq!(later.text(), "GET /posted-elsewhere/a");
+    assert_origin_requests(
+        &origin,
+        2,
+        "a GET after a POST whose Content-Location differs",
+    );
+}

@@ -3,11 +3,10 @@
 //! and invalidation by unsafe methods (RFC 9111 §4.4). Follows the wiring in
 //! `crates/cache-policy/NOTES.md`.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use sepia_cache_policy::{
-    evaluate, invalidations, is_safe_method, primary_key, CacheStatus, Decision, Fields, Forward,
+    evaluate, is_safe_method, primary_key, CacheStatus, Decision, Fields, Forward,
     RequestCacheControl, RevalidateReason,
 };
 use sepia_observe::ResultCode;
@@ -19,11 +18,12 @@ use super::destination::Destination;
 use super::fill;
 use super::hit::{self, Served};
 use super::pass;
-use super::query::Query;
+use super::query::{selecting, Query};
 use super::responder::Responder;
 use super::revalidate;
+use super::unsafe_method;
 use crate::cache::{unix_now, Cache, Meta};
-use crate::model::{BodyLength, HeaderId, Method, Outcome, RequestView, ResponseView};
+use crate::model::{BodyLength, HeaderId, Method, Outcome, RequestView};
 
 /// Answers a request through the cache (or passes it when caching is off). The cache key
 /// is built in `key` from the destination's URL (RFC 9111 §2).
@@ -43,7 +43,7 @@ pub(super) async fn answer<C: Responder>(
         return purge(x, cache, key);
     }
     if !is_safe_method(req.method_raw()) {
-        return Box::pin(invalidating(x, cache, key, dest)).await;
+        return Box::pin(unsafe_method::answer(x, cache, key, dest)).await;
     }
     // A GET or HEAD with a body is passed through whole: answering it from the cache would
     // leave its body unread on the connection, to be parsed as the next request (a desync a
@@ -136,54 +136,6 @@ async fn refresh<C: Responder>(
             hit::serve(x, &obj, Served::hit(q.now, CacheStatus::hit(ttl))).await
         }
     }
-}
-
-/// Runs `with` with the selector of the stored variants this request may use (its Vary-
-/// selected fields, RFC 9111 §4.1). Scoped, so that the selector (which holds a scratch
-/// buffer in a `RefCell`) never lives across an await.
-fn selecting<T>(
-    req: &impl RequestView,
-    with: impl FnOnce(&dyn Fn(&Object<Meta>) -> bool) -> T,
-) -> T {
-    let fields = req.fields();
-    let scratch = RefCell::new(Vec::new());
-    let select = |o: &Object<Meta>| {
-        o.meta()
-            .meta
-            .vary_matches(o.secondary(), &fields, &mut scratch.borrow_mut())
-    };
-    with(&select)
-}
-
-/// An unsafe method: pass it, then invalidate what its success made stale (RFC 9111 §4.4).
-async fn invalidating<C: Responder>(
-    x: &mut Exchange<'_, C>,
-    cache: &Cache,
-    key: &[u8],
-    dest: &Destination<'_>,
-) -> Outcome {
-    let cx = x.cx;
-    let fetched = match pass::fetch(cx, x.client, x.origin, &dest.upstream).await {
-        Ok(fetched) => fetched,
-        Err(e) => return e.outcome(),
-    };
-    {
-        let head = fetched.head();
-        let fields = head.fields();
-        let stale = invalidations(
-            cx.req.method_raw(),
-            head.status(),
-            key,
-            fields.first(HeaderId::Location),
-            fields.first(HeaderId::ContentLocation),
-        );
-        for k in stale.iter() {
-            cache.store.purge(k);
-        }
-    }
-    pass::relay(cx.state, x.client, fetched, &[], None, ResultCode::TcpMiss)
-        .await
-        .outcome
 }
 
 /// PURGE removes every stored variant of the URL; allowed only from `cache.purge_allow`.

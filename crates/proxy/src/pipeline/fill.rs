@@ -38,6 +38,7 @@ pub(super) async fn fill<C: Responder>(
                 request_time,
                 fwd: Forward::UriMiss,
                 result: ResultCode::TcpMiss,
+                judged_as_get: false,
             };
             store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
         }
@@ -59,6 +60,9 @@ pub(super) struct Storing<'a> {
     pub fwd: Forward,
     /// The result code when the response is relayed whole.
     pub result: ResultCode,
+    /// The request's method is judged as a GET's: a POST response already found reusable for
+    /// later GETs (RFC 9110 §9.3.3), whose other storability rules are a GET response's.
+    pub judged_as_get: bool,
 }
 
 /// Relays the fetched response, storing it when the policy allows (RFC 9111 §3). The body is
@@ -81,7 +85,12 @@ pub(super) async fn store_and_relay<C: Responder>(
             StoredMeta::from_response(resp.status(), &fields, s.request_time, now, s.key, policy);
         // Both read the response's Cache-Control, Expires and Vary from the metadata just built.
         let request_fields = cx.req.fields();
-        let storable = is_storable_stored(cx.req.method_raw(), &request_fields, &meta, policy);
+        let method = if s.judged_as_get {
+            b"GET"
+        } else {
+            cx.req.method_raw()
+        };
+        let storable = is_storable_stored(method, &request_fields, &meta, policy);
         let mut secondary = Vec::new();
         let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
         (meta, storable, secondary, vary, resp.status())

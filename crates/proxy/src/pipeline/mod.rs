@@ -23,6 +23,7 @@ mod query;
 mod request;
 mod responder;
 mod revalidate;
+mod unsafe_method;
 
 use std::sync::Arc;
 

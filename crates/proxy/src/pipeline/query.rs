@@ -1,8 +1,14 @@
-//! A request the cache looks up, as the steps after the lookup need it.
+//! A request the cache looks up, as the steps after the lookup need it, and the selector of
+//! the stored variants it may use.
+
+use std::cell::RefCell;
 
 use sepia_cache_policy::RequestCacheControl;
+use sepia_store::Object;
 
 use super::destination::Destination;
+use crate::cache::Meta;
+use crate::model::RequestView;
 
 /// A request the cache looks up: its key and destination, and what it says about caching.
 pub(super) struct Query<'q> {
@@ -13,4 +19,21 @@ pub(super) struct Query<'q> {
     /// A HEAD or Range request: answered from a stored response, but never starting a fill
     /// (neither would give the cache a complete body to store).
     pub partial: bool,
+}
+
+/// Runs `with` with the selector of the stored variants this request may use (its Vary-
+/// selected fields, RFC 9111 §4.1). Scoped, so that the selector (which holds a scratch
+/// buffer in a `RefCell`) never lives across an await.
+pub(super) fn selecting<T>(
+    req: &impl RequestView,
+    with: impl FnOnce(&dyn Fn(&Object<Meta>) -> bool) -> T,
+) -> T {
+    let fields = req.fields();
+    let scratch = RefCell::new(Vec::new());
+    let select = |o: &Object<Meta>| {
+        o.meta()
+            .meta
+            .vary_matches(o.secondary(), &fields, &mut scratch.borrow_mut())
+    };
+    with(&select)
 }

@@ -95,6 +95,7 @@ pub(super) async fn revalidate<C: Responder>(
         } else {
             ResultCode::TcpRefreshModified
         },
+        judged_as_get: false,
     };
     store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
 }
