@@ -6,6 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use sepia_fuzz::{check_head_slices, split_input};
 use sepia_http1::{
     BodyFraming, BytesMut, HeaderId, Limits, Method, ParseError, ResponseDecoder, ResponseHead,
+    Version,
 };
 
 const LIMITS: Limits = Limits {
@@ -61,11 +62,23 @@ fn check_response(head: &ResponseHead) {
     for h in head.headers().iter() {
         assert_eq!(h.id, HeaderId::from_name(h.name));
     }
-    if head.chunked {
+    let te = head.headers().get(HeaderId::TransferEncoding).is_some();
+    if te {
+        // Transfer-Encoding overrides Content-Length, which is removed (RFC 9112 §6.3 rule 3),
+        // and is never accepted in HTTP/1.0 (§6.1).
+        assert!(head.content_length.is_none(), "a length kept next to TE");
         assert!(
             head.headers().get(HeaderId::ContentLength).is_none(),
             "CL kept next to TE"
         );
+        assert_eq!(head.version, Version::Http11, "TE in HTTP/1.0");
+        // A Transfer-Encoding field says chunked, or names the other codings (or both).
+        assert!(
+            head.chunked || head.transfer_coded,
+            "TE that frames nothing"
+        );
+    } else {
+        assert!(!head.chunked && !head.transfer_coded, "codings without TE");
     }
     for method in [Method::Get, Method::Head, Method::Connect, Method::Post] {
         let framing = head.body_framing(method);

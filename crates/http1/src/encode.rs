@@ -3,6 +3,7 @@
 
 use bytes::{BufMut, BytesMut};
 
+use crate::fields::list_elements;
 use crate::types::Version;
 
 pub const CRLF: &[u8] = b"\r\n";
@@ -52,6 +53,25 @@ pub fn put_header(buf: &mut BytesMut, name: &[u8], value: &[u8]) {
 /// Appends `name: <decimal value> CRLF`, formatting on the stack.
 pub fn put_header_u64(buf: &mut BytesMut, name: &[u8], value: u64) {
     put_header(buf, name, itoa::Buffer::new().format(value).as_bytes());
+}
+
+/// Appends the Transfer-Encoding of a body that goes out chunked: the codings other than
+/// chunked listed in `received` (the values of a valid message's Transfer-Encoding lines, in
+/// order), then chunked as the final coding: `Transfer-Encoding: gzip, chunked`, or just
+/// `Transfer-Encoding: chunked` when no other coding was received. This is how a recipient
+/// that removed the received chunked framing (or had none: a close-delimited body) and chunks
+/// the body anew passes on the codings it cannot remove, making "corresponding changes ... to
+/// the Transfer-Encoding field value" (RFC 9112 §6.1); chunked is applied once, last.
+pub fn put_transfer_encoding<'a>(buf: &mut BytesMut, received: impl IntoIterator<Item = &'a [u8]>) {
+    buf.put_slice(b"Transfer-Encoding: ");
+    let codings = received.into_iter().flat_map(list_elements);
+    for coding in codings.filter(|c| !c.eq_ignore_ascii_case(b"chunked")) {
+        buf.reserve(coding.len() + 2);
+        buf.put_slice(coding);
+        buf.put_slice(b", ");
+    }
+    buf.put_slice(b"chunked");
+    buf.put_slice(CRLF);
 }
 
 /// Appends trailer fields as field lines, `name: value CRLF` each (RFC 9112 §7.1.2), for the
@@ -201,6 +221,35 @@ mod tests {
         let before = buf.len();
         put_trailers(&mut buf, std::iter::empty::<(&[u8], &[u8])>());
         assert_eq!(buf.len(), before);
+    }
+
+    #[test]
+    fn transfer_encoding_keeps_the_other_codings_and_ends_in_chunked() {
+        let cases: &[(&[&[u8]], &[u8])] = &[
+            (&[], b"Transfer-Encoding: chunked\r\n"),
+            (&[b"chunked"], b"Transfer-Encoding: chunked\r\n"),
+            (&[b"gzip"], b"Transfer-Encoding: gzip, chunked\r\n"),
+            (&[b"gzip, Chunked"], b"Transfer-Encoding: gzip, chunked\r\n"),
+            (
+                &[b" x-a;level=1 ,, deflate", b"CHUNKED"],
+                b"Transfer-Encoding: x-a;level=1, deflate, chunked\r\n",
+            ),
+        ];
+        for (received, want) in cases {
+            let mut buf = BytesMut::new();
+            put_transfer_encoding(&mut buf, received.iter().copied());
+            assert_eq!(&buf[..], *want, "{received:?}");
+        }
+        // What it writes parses back as chunked over the same codings.
+        let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\n"[..]);
+        put_transfer_encoding(&mut buf, [&b"gzip"[..]]);
+        end_head(&mut buf);
+        let mut head = ResponseHead::default();
+        assert_eq!(
+            ResponseDecoder::new(Limits::default()).decode(&mut buf, &mut head),
+            Ok(true)
+        );
+        assert!(head.chunked && head.transfer_coded);
     }
 
     #[test]

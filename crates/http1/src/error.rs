@@ -17,9 +17,10 @@ pub enum ParseError {
     Malformed(&'static str),
     /// Content-Length / Transfer-Encoding that make the body length ambiguous (400, RFC 9112 §6).
     BadFraming(&'static str),
-    /// A transfer coding other than chunked (501, RFC 9112 §6.1: "A server that receives a
-    /// request message with a transfer coding it does not understand SHOULD respond with 501").
-    /// This includes "gzip, chunked": Sepia implements only chunked.
+    /// A request with a transfer coding other than chunked before chunked (501, RFC 9112 §6.1:
+    /// "A server that receives a request message with a transfer coding it does not
+    /// understand SHOULD respond with 501"): Sepia implements only chunked. Responses never
+    /// get it: their other codings are passed on (`ResponseHead::transfer_coded`).
     UnsupportedTransferCoding,
 }
 

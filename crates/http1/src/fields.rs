@@ -90,12 +90,24 @@ pub(crate) struct TransferCodings {
     pub other: bool,
     /// chunked carried parameters (it defines none, RFC 9112 §7.1).
     pub chunked_with_params: bool,
+    /// An element was not a transfer-coding (see [`is_transfer_coding`]).
+    pub invalid: bool,
+}
+
+/// What a valid Transfer-Encoding says of a message's body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Codings {
+    /// chunked is the final coding: the body ends with the last chunk (RFC 9112 §6.3 rule 4).
+    pub chunked: bool,
+    /// A coding other than chunked is applied to the content (responses only).
+    pub other: bool,
 }
 
 impl TransferCodings {
     fn add(&mut self, value: &[u8]) {
         self.present = true;
         for element in list_elements(value) {
+            self.invalid |= !is_transfer_coding(element);
             let (name, params) = match element.iter().position(|&b| b == b';') {
                 Some(i) => (trim_ows(&element[..i]), true),
                 None => (element, false),
@@ -112,14 +124,26 @@ impl TransferCodings {
         }
     }
 
-    /// Whether the body is chunked, or the error that the codings earn. `strict_final` is true
-    /// for requests, where a final coding other than chunked is a 400 (RFC 9112 §6.3 rule 4:
-    /// the length cannot be determined); for responses the RFC would read until close, but the
-    /// proxy could not forward such a body faithfully (it strips the hop-by-hop
-    /// Transfer-Encoding), so it is reported as unsupported (502) instead.
-    pub(crate) fn framing(&self, strict_final: bool) -> Result<bool, ParseError> {
+    /// What the codings say of the body, or the error they earn. Both roles refuse what could
+    /// frame the body two ways: an element that is not a transfer-coding, an empty list, and
+    /// chunked twice, with parameters, or followed by another coding (a recipient that took
+    /// that chunked for the framing would end the body elsewhere than one reading to the
+    /// close).
+    ///
+    /// A request whose final coding is not chunked is a 400 (RFC 9112 §6.3 rule 4: "the
+    /// message body length cannot be determined reliably"), and one with another coding
+    /// before chunked a 501 (§6.1: Sepia forwards no coding it does not understand). A
+    /// response may have either (§6.1: "the sender MUST either apply chunked as the final
+    /// transfer coding or terminate the message by closing the connection"): its body is
+    /// chunked or, without chunked, "determined by reading the connection until it is closed
+    /// by the server" (§6.3 rule 4), and [`Codings::other`] says that the content is still
+    /// under codings Sepia cannot remove.
+    pub(crate) fn framing(&self, request: bool) -> Result<Codings, ParseError> {
         if !self.present {
-            return Ok(false);
+            return Ok(Codings::default());
+        }
+        if self.invalid {
+            return Err(ParseError::BadFraming("invalid transfer coding"));
         }
         if self.chunked_count > 1 {
             return Err(ParseError::BadFraming("chunked applied more than once"));
@@ -128,19 +152,40 @@ impl TransferCodings {
             return Err(ParseError::BadFraming("parameters on chunked"));
         }
         if !self.last_is_chunked {
-            return if strict_final || self.chunked_count == 1 || !self.other {
-                Err(ParseError::BadFraming(
+            if request || self.chunked_count == 1 || !self.other {
+                return Err(ParseError::BadFraming(
                     "Transfer-Encoding does not end in chunked",
-                ))
-            } else {
-                Err(ParseError::UnsupportedTransferCoding)
-            };
+                ));
+            }
+            return Ok(Codings {
+                chunked: false,
+                other: true,
+            });
         }
-        if self.other {
+        if self.other && request {
             return Err(ParseError::UnsupportedTransferCoding);
         }
-        Ok(true)
+        Ok(Codings {
+            chunked: true,
+            other: self.other,
+        })
     }
+}
+
+/// Whether a list element is a transfer-coding (RFC 9110 §10.1.4): a token, then parameters
+/// `OWS ";" OWS token BWS "=" BWS token`. A quoted-string parameter value, which the grammar
+/// allows, is refused: no registered coding takes parameters, and a comma inside quotes would
+/// split the list differently for recipients that do not honour them. A response's codings
+/// are passed on to the client, so they must read the same to everyone.
+fn is_transfer_coding(element: &[u8]) -> bool {
+    let is_token = |s: &[u8]| !s.is_empty() && s.iter().all(|&b| is_tchar(b));
+    let mut parts = element.split(|&b| b == b';');
+    let name = parts.next().map(trim_ows).unwrap_or_default();
+    is_token(name)
+        && parts.all(|param| match param.iter().position(|&b| b == b'=') {
+            Some(i) => is_token(trim_ows(&param[..i])) && is_token(trim_ows(&param[i + 1..])),
+            None => false,
+        })
 }
 
 /// What the framing- and connection-related fields of one head say, gathered in one pass.
@@ -242,12 +287,12 @@ mod tests {
         assert!(s.add(HeaderId::ContentLength, b"8").is_err());
     }
 
-    fn codings(lines: &[&[u8]], strict: bool) -> Result<bool, ParseError> {
+    fn codings(lines: &[&[u8]], request: bool) -> Result<Codings, ParseError> {
         let mut t = TransferCodings::default();
         for l in lines {
             t.add(l);
         }
-        t.framing(strict)
+        t.framing(request)
     }
 
     #[test]
@@ -255,34 +300,74 @@ mod tests {
         use ParseError::*;
         let bad400 = Err(BadFraming("Transfer-Encoding does not end in chunked"));
         let twice = Err(BadFraming("chunked applied more than once"));
-        type Case = (&'static [&'static [u8]], bool, Result<bool, ParseError>);
-        let cases: &[Case] = &[
-            (&[], true, Ok(false)),
-            (&[b"chunked"], true, Ok(true)),
-            (&[b"Chunked"], true, Ok(true)),
-            (&[b" , chunked ,"], true, Ok(true)),
-            (&[b"gzip, chunked"], true, Err(UnsupportedTransferCoding)),
-            (&[b"gzip", b"chunked"], true, Err(UnsupportedTransferCoding)),
-            (&[b"gzip"], true, bad400.clone()),
-            (&[b"chunked, gzip"], true, bad400.clone()),
-            (&[b"chunked", b"gzip"], true, bad400.clone()),
-            (&[b""], true, bad400.clone()),
-            (&[b"chunked, chunked"], true, twice.clone()),
-            (&[b"chunked", b"chunked"], true, twice.clone()),
-            (
-                &[b"chunked;q=1"],
-                true,
-                Err(BadFraming("parameters on chunked")),
-            ),
-            (&[b"chunkedx"], true, bad400.clone()),
-            // Responses: an unknown final coding is unsupported rather than malformed.
-            (&[b"gzip"], false, Err(UnsupportedTransferCoding)),
-            (&[b"chunked, gzip"], false, bad400.clone()),
-            (&[b""], false, bad400),
-            (&[b"chunked", b"chunked"], false, twice),
+        let invalid = Err(BadFraming("invalid transfer coding"));
+        let params = Err(BadFraming("parameters on chunked"));
+        const fn ok(chunked: bool, other: bool) -> Result<Codings, ParseError> {
+            Ok(Codings { chunked, other })
+        }
+        const NONE: Result<Codings, ParseError> = ok(false, false);
+        const CHUNKED: Result<Codings, ParseError> = ok(true, false);
+        const CODED_CHUNKED: Result<Codings, ParseError> = ok(true, true);
+        const CODED_UNTIL_CLOSE: Result<Codings, ParseError> = ok(false, true);
+        type Case = (&'static [&'static [u8]], Result<Codings, ParseError>);
+        // Requests.
+        let requests: &[Case] = &[
+            (&[], NONE),
+            (&[b"chunked"], CHUNKED),
+            (&[b"Chunked"], CHUNKED),
+            (&[b" , chunked ,"], CHUNKED),
+            (&[b"gzip, chunked"], Err(UnsupportedTransferCoding)),
+            (&[b"gzip", b"chunked"], Err(UnsupportedTransferCoding)),
+            (&[b"gzip"], bad400.clone()),
+            (&[b"chunked, gzip"], bad400.clone()),
+            (&[b"chunked", b"gzip"], bad400.clone()),
+            (&[b""], bad400.clone()),
+            (&[b"chunked, chunked"], twice.clone()),
+            (&[b"chunked", b"chunked"], twice.clone()),
+            (&[b"chunked;q=1"], params.clone()),
+            (&[b"chunkedx"], bad400.clone()),
+            (&[b"g zip, chunked"], invalid.clone()),
         ];
-        for (lines, strict, want) in cases {
-            assert_eq!(&codings(lines, *strict), want, "{lines:?} strict={strict}");
+        // Responses: another coding is valid before chunked or, without chunked, last
+        // (RFC 9112 §6.1, §6.3 rule 4); everything ambiguous stays refused.
+        let responses: &[Case] = &[
+            (&[], NONE),
+            (&[b"chunked"], CHUNKED),
+            (&[b"gzip"], CODED_UNTIL_CLOSE),
+            (&[b"GZIP"], CODED_UNTIL_CLOSE),
+            (&[b"x-custom;level=9"], CODED_UNTIL_CLOSE),
+            (&[b"gzip, deflate"], CODED_UNTIL_CLOSE),
+            (&[b"gzip", b""], CODED_UNTIL_CLOSE),
+            (&[b"chunkedx"], CODED_UNTIL_CLOSE),
+            (&[b"gzip, chunked"], CODED_CHUNKED),
+            (&[b"gzip", b"chunked"], CODED_CHUNKED),
+            (&[b"gzip ; a = b , chunked"], CODED_CHUNKED),
+            (&[b"chunked, gzip"], bad400.clone()),
+            (&[b"chunked", b"gzip"], bad400.clone()),
+            (&[b"gzip, chunked, gzip"], bad400.clone()),
+            (&[b""], bad400.clone()),
+            (&[b" , "], bad400.clone()),
+            (&[b"chunked", b"chunked"], twice.clone()),
+            (&[b"gzip, chunked, chunked"], twice),
+            (&[b"chunked;q=1"], params),
+            (&[b"g zip"], invalid.clone()),
+            (&[b"gzip   chunked"], invalid.clone()),
+            (&[b"\"gzip\""], invalid.clone()),
+            (&[b"gzip;a=\"x,y\""], invalid.clone()),
+            (&[b"gzip;a"], invalid.clone()),
+            (&[b"gzip;=b"], invalid.clone()),
+            (&[b"gzip;"], invalid.clone()),
+            (&[b"gzip/1, chunked"], invalid.clone()),
+            (&[b"gzip\xff"], invalid),
+        ];
+        for (request, cases) in [(true, requests), (false, responses)] {
+            for (lines, want) in cases {
+                assert_eq!(
+                    &codings(lines, request),
+                    want,
+                    "{lines:?} request={request}"
+                );
+            }
         }
     }
 

@@ -17,8 +17,14 @@
 //!   tell "HTTP/2.0" from garbage, and either way the connection is closed.
 //! * `Transfer-Encoding: gzip, chunked` on a request is a 501 (§6.1 "SHOULD respond with 501");
 //!   a final coding other than chunked is a 400 (the length cannot be determined, §6.3 rule 4).
-//!   On a response both are errors (502): the proxy would strip the hop-by-hop Transfer-Encoding
-//!   and could not forward the coded body faithfully.
+//!   On a response both are valid (§6.1: "the sender MUST either apply chunked as the final
+//!   transfer coding or terminate the message by closing the connection"): the body is chunked,
+//!   or read until the close (§6.3 rule 4), and [`ResponseHead::transfer_coded`] says that the
+//!   content is still under codings Sepia cannot remove. The proxy passes those on to HTTP/1.1
+//!   clients in `Transfer-Encoding: <codings>, chunked` ([`put_transfer_encoding`]), answers
+//!   HTTP/1.0 clients 502, and never stores such a body. Either way, an element that is not a
+//!   transfer-coding (a token with token parameters), an empty list, and chunked twice, with
+//!   parameters or before another coding are faulty framing.
 //! * Transfer-Encoding in an HTTP/1.0 message is faulty framing (§6.1): an error both ways.
 //! * Requests: obs-fold, whitespace before a colon and an invalid or repeated Host are 400.
 //!   Responses: obs-fold is replaced by spaces (§5.2) and whitespace before a colon is dropped
@@ -46,7 +52,7 @@ pub use bytes::{Bytes, BytesMut};
 pub use chunked::{ChunkEvent, ChunkedDecoder, MAX_CHUNK_EXTENSION_BYTES, MAX_TRAILER_BYTES};
 pub use encode::{
     end_head, put_header, put_header_u64, put_request_line, put_status_line, put_trailers,
-    reason_phrase, ChunkSizeLine, CRLF, LAST_CHUNK,
+    put_transfer_encoding, reason_phrase, ChunkSizeLine, CRLF, LAST_CHUNK,
 };
 pub use error::{ChunkError, ParseError};
 pub use head::MAX_HEADERS_CAP;

@@ -228,7 +228,7 @@ fn check_request(out: &mut RequestHead, summary: &FieldSummary) -> Result<(), Pa
             ));
         }
     }
-    out.chunked = summary.codings.framing(true)?;
+    out.chunked = summary.codings.framing(true)?.chunked;
     out.content_length = summary.content_length;
     out.keep_alive = summary.keep_alive(out.version);
     out.expect_continue = out.version == Version::Http11 && summary.expect_continue;

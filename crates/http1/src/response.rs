@@ -31,7 +31,14 @@ pub struct ResponseHead {
     present: IdSet,
     /// Validated Content-Length; `None` when Transfer-Encoding overrode it.
     pub content_length: Option<u64>,
+    /// chunked is the final transfer coding: the body is read by decoding it.
     pub chunked: bool,
+    /// A transfer coding other than chunked is applied to the content (RFC 9112 §6.1), either
+    /// before chunked or, without chunked, with the body delimited by the close (§6.3 rule
+    /// 4). The body's bytes, once any chunked framing is removed, are still in codings Sepia
+    /// cannot remove: they can be passed on only with a Transfer-Encoding naming them, to a
+    /// recipient that can receive one (HTTP/1.1), and never stored as the content.
+    pub transfer_coded: bool,
     /// The connection may be reused after this response as far as its fields say (RFC 9112
     /// §9.3); false when Transfer-Encoding and Content-Length were both present (§6.3 rule 3).
     /// A close-delimited body also ends the connection: see [`ResponseHead::reusable`].
@@ -49,6 +56,7 @@ impl ResponseHead {
         self.present = IdSet::default();
         self.content_length = None;
         self.chunked = false;
+        self.transfer_coded = false;
         self.keep_alive = false;
     }
 
@@ -72,7 +80,8 @@ impl ResponseHead {
     /// (rule 2: the connection becomes a tunnel, which is the caller's business); chunked wins
     /// over Content-Length (rules 3-4); then Content-Length, even 0 (rule 5: the length must be
     /// forwarded, since without it the client would read until close); else until close
-    /// (rule 8).
+    /// (rule 8, and rule 4 for a final coding other than chunked, which removed any
+    /// Content-Length).
     pub fn body_framing(&self, request_method: Method) -> BodyFraming {
         let no_body = request_method == Method::Head
             || (100..200).contains(&self.status)
@@ -101,7 +110,9 @@ impl ResponseHead {
 /// proxy must remove it before forwarding, which re-serialising `Header`s does, since the name
 /// slice excludes it) and obs-fold (§5.2: replaced by spaces; this copies the head, a rare
 /// path). Framing is as strict as for requests, except that Transfer-Encoding with
-/// Content-Length means chunked and no reuse (§6.3 rule 3).
+/// Content-Length means the Transfer-Encoding's framing and no reuse (§6.3 rule 3), and that
+/// codings other than chunked are allowed, before chunked or last (see
+/// [`ResponseHead::transfer_coded`]).
 #[derive(Clone, Debug)]
 pub struct ResponseDecoder {
     scanner: HeadScanner,
@@ -210,7 +221,9 @@ fn parse_response(
             "Transfer-Encoding in an HTTP/1.0 response",
         ));
     }
-    out.chunked = summary.codings.framing(false)?;
+    let codings = summary.codings.framing(false)?;
+    out.chunked = codings.chunked;
+    out.transfer_coded = codings.other;
     if both {
         // §6.3 rule 3: Transfer-Encoding overrides Content-Length, and a sender "MUST remove the
         // received Content-Length field prior to forwarding such a message".

@@ -212,14 +212,44 @@ fn rejects_bad_responses() {
             BadFraming("Transfer-Encoding does not end in chunked"),
         ),
         (
-            "TE gzip only",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
-            UnsupportedTransferCoding,
+            "TE chunked then gzip on two lines",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
+            BadFraming("Transfer-Encoding does not end in chunked"),
         ),
         (
-            "TE gzip, chunked",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-            UnsupportedTransferCoding,
+            "TE empty",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding:\r\n\r\n",
+            BadFraming("Transfer-Encoding does not end in chunked"),
+        ),
+        (
+            "TE gzip then chunked twice",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            BadFraming("chunked applied more than once"),
+        ),
+        (
+            "TE coding that is not a token",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip/2\r\n\r\n",
+            BadFraming("invalid transfer coding"),
+        ),
+        (
+            "TE quoted parameter",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: x;a=\"1,chunked\"\r\n\r\n",
+            BadFraming("invalid transfer coding"),
+        ),
+        (
+            "TE folded into one element (obs-fold)",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n chunked\r\n\r\n",
+            BadFraming("invalid transfer coding"),
+        ),
+        (
+            "TE gzip in HTTP/1.0",
+            b"HTTP/1.0 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            BadFraming("Transfer-Encoding in an HTTP/1.0 response"),
+        ),
+        (
+            "TE gzip and a differing CL",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            BadFraming("differing Content-Length values"),
         ),
         (
             "chunked twice",
@@ -297,4 +327,92 @@ fn reuses_header_storage_and_handles_splits() {
             "headers reallocated at cut {cut}"
         );
     }
+}
+
+#[test]
+fn other_transfer_codings_are_valid_in_responses() {
+    // RFC 9112 §6.1: "If any transfer coding other than chunked is applied to a response's
+    // content, the sender MUST either apply chunked as the final transfer coding or terminate
+    // the message by closing the connection."
+    type Case = (&'static [u8], bool, BodyFraming, bool);
+    let cases: &[Case] = &[
+        // §6.3 rule 4: not chunked last, so "reading the connection until it is closed".
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            false,
+            BodyFraming::UntilClose,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: x-Custom;level=9, deflate\r\n\r\n",
+            false,
+            BodyFraming::UntilClose,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            true,
+            BodyFraming::Chunked,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+            true,
+            BodyFraming::Chunked,
+            true,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            true,
+            BodyFraming::Chunked,
+            false,
+        ),
+    ];
+    for (input, chunked, framing, coded) in cases {
+        let what = String::from_utf8_lossy(input);
+        let head = decode(input).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(
+            (head.chunked, head.transfer_coded),
+            (*chunked, *coded),
+            "{what}"
+        );
+        assert_eq!(head.body_framing(Method::Get), *framing, "{what}");
+        assert_eq!(head.content_length, None, "{what}");
+        // The field stays in the head: it is what names the codings to pass on.
+        assert!(
+            head.headers().get(HeaderId::TransferEncoding).is_some(),
+            "{what}"
+        );
+        // Close-delimited bodies never leave the connection reusable; chunked ones may.
+        assert_eq!(head.reusable(Method::Get), *chunked, "{what}");
+        // No body for HEAD, 304 and the like, whatever the codings (§6.3 rule 1).
+        assert_eq!(
+            head.body_framing(Method::Head),
+            BodyFraming::Empty,
+            "{what}"
+        );
+    }
+    let mut head = decode(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n").unwrap();
+    head.clear();
+    assert!(!head.transfer_coded);
+}
+
+#[test]
+fn transfer_coded_with_content_length_is_close_delimited_without_it() {
+    // §6.3 rule 3: Transfer-Encoding overrides Content-Length, which is removed before
+    // forwarding; the length it claims is never used.
+    let mut buf = BytesMut::from(
+        &b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: gzip\r\n\r\nabcdef"[..],
+    );
+    let mut head = ResponseHead::default();
+    assert_eq!(
+        ResponseDecoder::new(Limits::default()).decode(&mut buf, &mut head),
+        Ok(true)
+    );
+    assert!(head.transfer_coded && !head.chunked);
+    assert_eq!(head.content_length, None);
+    assert!(head.headers().get(HeaderId::ContentLength).is_none());
+    assert_eq!(head.body_framing(Method::Get), BodyFraming::UntilClose);
+    assert!(!head.keep_alive && !head.reusable(Method::Get));
+    assert_eq!(&buf[..], b"abcdef", "the body is left whole, not cut at 3");
 }

@@ -18,6 +18,9 @@ pub enum FetchError {
     NoAnswer,
     /// The origin's response head was invalid (or a 101, which Sepia never forwards).
     Invalid,
+    /// The origin's response is valid but cannot be passed on to this client; the text says
+    /// why. Nothing was sent to the client, whose connection stays usable.
+    Unrelayable(&'static str),
     /// The origin did not answer within `origin_first_byte`.
     TimedOut,
     /// The client's content was framed wrongly.
@@ -27,8 +30,9 @@ pub enum FetchError {
 }
 
 impl FetchError {
-    /// The outcome to answer with. Only an unreachable origin leaves the client connection
-    /// usable: nothing of the exchange had begun.
+    /// The outcome to answer with. Only an unreachable origin and an unrelayable response
+    /// leave the client connection usable: nothing of the exchange had begun, or the request
+    /// was sent whole and nothing of the response was.
     pub fn outcome(self) -> Outcome {
         let (status, detail) = match self {
             FetchError::Unreachable(io::ErrorKind::TimedOut) => {
@@ -42,6 +46,9 @@ impl FetchError {
             FetchError::Unreachable(_) => {
                 return Outcome::local(502, "could not connect to the origin server")
                     .logged_as(ResultCode::TcpMiss)
+            }
+            FetchError::Unrelayable(why) => {
+                return Outcome::local(502, why).logged_as(ResultCode::TcpMiss)
             }
             FetchError::OriginClosed => (502, "the origin server closed the connection"),
             FetchError::NoAnswer => (

@@ -1,9 +1,32 @@
 //! The head of a response relayed from an origin, as an HTTP/1.1 client gets it: the origin's
 //! fields except the hop-by-hop ones (RFC 9110 §7.6.1) and its framing, then Via (§7.6.3), the
-//! Cache-Status (RFC 9211), the framing Sepia sends the body with, and the connection's fate.
+//! Cache-Status (RFC 9211), the framing Sepia sends the body with (with the transfer codings
+//! Sepia could not remove), and the connection's fate.
+//!
+//! Transfer codings other than chunked (`Transfer-Encoding: gzip`, or `gzip, chunked`) are
+//! valid in a response (RFC 9112 §6.1), but Sepia cannot decode them, so the body it relays
+//! is still coded. Transfer-Encoding is hop-by-hop: an intermediary removes or replaces it
+//! "after applying those fields' semantics" (RFC 9110 §7.6.1), and "any recipient along the
+//! request/response chain MAY decode the received transfer coding(s) or apply additional
+//! transfer coding(s) to the message body, assuming that corresponding changes are made to the
+//! Transfer-Encoding field value" (RFC 9112 §6.1). So the field is replaced, not dropped: the
+//! origin's chunked (if any) is removed, and the body goes out like any body of unknown length
+//! to an HTTP/1.1 client, chunked, under `Transfer-Encoding: <the other codings>, chunked`.
+//!
+//! Chunked rather than the origin's close-delimited form (the field as received, the client
+//! connection closed after the body): both are allowed (§6.1: "the sender MUST either apply
+//! chunked as the final transfer coding or terminate the message by closing the connection"),
+//! but chunking keeps the client's connection persistent, lets the client tell a complete
+//! body from one cut short by the origin failing (the last chunk never comes; RFC 9112 §8), and
+//! is how Sepia already relays plain close-delimited bodies; every HTTP/1.1 recipient "MUST be
+//! able to parse the chunked transfer coding" (§6.1), and one that knows the other codings
+//! decodes them the same either way. An HTTP/1.0 client cannot receive Transfer-Encoding at
+//! all: the origin client answers it 502 before any head is built here.
 
 use bytes::BytesMut;
-use sepia_http1::{end_head, put_header, put_header_u64, put_status_line, Version};
+use sepia_http1::{
+    end_head, put_header, put_header_u64, put_status_line, put_transfer_encoding, Version,
+};
 
 use crate::h1::body::BodyOut;
 use crate::model::{is_hop, BodyLength, FieldView, HeaderId, Method, ResponseView};
@@ -43,8 +66,12 @@ pub fn build(out: &mut BytesMut, resp: &impl ResponseView, f: &Framed<'_>) {
             }
         }
         (BodyLength::Unknown, BodyOut::Chunked) => {
-            put_header(out, b"Transfer-Encoding", b"chunked")
+            // The origin's codings other than chunked, then Sepia's chunked.
+            let fields = resp.fields();
+            let received = fields.each().filter(|f| f.id == HeaderId::TransferEncoding);
+            put_transfer_encoding(out, received.map(|f| f.value));
         }
+        // Never a transfer-coded body: HTTP/1.0 clients are refused those (see above).
         (BodyLength::Unknown, BodyOut::Raw) => {}
     }
     if !f.keep_alive {
@@ -113,6 +140,52 @@ mod tests {
         assert!(h.contains("X-A: 1\r\n"));
         assert!(h.contains("Via: 1.1 sepia\r\n"));
         assert!(h.contains("Cache-Status: sepia; hit\r\n"), "{h}");
+    }
+
+    #[test]
+    fn other_transfer_codings_are_kept_before_sepias_chunked() {
+        let cases = [
+            (
+                "Transfer-Encoding: gzip\r\n",
+                "Transfer-Encoding: gzip, chunked\r\n",
+            ),
+            (
+                "Transfer-Encoding: gzip, chunked\r\n",
+                "Transfer-Encoding: gzip, chunked\r\n",
+            ),
+            (
+                "Transfer-Encoding: x-a;v=1\r\nTransfer-Encoding: deflate, Chunked\r\n",
+                "Transfer-Encoding: x-a;v=1, deflate, chunked\r\n",
+            ),
+            (
+                "Transfer-Encoding: chunked\r\n",
+                "Transfer-Encoding: chunked\r\n",
+            ),
+            // Content-Length beside Transfer-Encoding is dropped, never relayed (§6.3 rule 3).
+            (
+                "Content-Length: 3\r\nTransfer-Encoding: gzip\r\n",
+                "Transfer-Encoding: gzip, chunked\r\n",
+            ),
+        ];
+        for (te, want) in cases {
+            let raw = format!("HTTP/1.1 200 OK\r\n{te}X-A: 1\r\n\r\n");
+            let h = client_head(&raw, Method::Get, Version::Http11, true);
+            assert_eq!(h.matches("Transfer-Encoding").count(), 1, "{h}");
+            assert!(h.contains(want), "{te:?} gave:\n{h}");
+            assert!(
+                !h.contains("Content-Length") && !h.contains("Connection"),
+                "{h}"
+            );
+            assert!(h.contains("X-A: 1\r\n"), "{h}");
+        }
+        // No body (HEAD): no framing field at all, as for chunked.
+        let h = client_head(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+            Method::Head,
+            Version::Http11,
+            true,
+        );
+        assert!(!h.contains("Transfer-Encoding"), "{h}");
     }
 
     #[test]

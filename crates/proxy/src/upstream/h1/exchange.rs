@@ -18,7 +18,7 @@ use crate::h1::fields::H1Fields;
 use crate::h1::views;
 use crate::model::{
     BodyError, BodyLength, BodyPiece, ClientInfo, Downstream, Method, RequestView, ResponseView,
-    Scheme,
+    Scheme, Version,
 };
 use crate::transport::io::{read_by_deadline, write_parts_within};
 use crate::upstream::fetch_error::FetchError;
@@ -82,6 +82,9 @@ pub async fn fetch<'s, R: RequestView, D: Downstream>(
     let sending = Sending {
         method: request.req.method(),
         body: request.req.body(),
+        // RFC 9112 §6.1: "A server MUST NOT send a response containing Transfer-Encoding
+        // unless the corresponding request indicates HTTP/1.1 (or later minor revisions)."
+        coded_ok: request.req.version() == Version::Http11,
     };
     exchange(ups, origin, sending, client, scratch).await
 }
@@ -124,6 +127,9 @@ pub async fn fetch_prepared<'s>(
     let sending = Sending {
         method: Method::Get,
         body: BodyLength::None,
+        // Nobody receives it: a background revalidation only stores, which a transfer-coded
+        // body never is (`end_is_certain`).
+        coded_ok: true,
     };
     exchange(ups, origin, sending, client, scratch).await
 }
@@ -133,6 +139,9 @@ pub async fn fetch_prepared<'s>(
 struct Sending {
     method: Method,
     body: BodyLength,
+    /// Whoever the response goes to can receive a body under a transfer coding other than
+    /// chunked, with the Transfer-Encoding that names it: an HTTP/1.1 client.
+    coded_ok: bool,
 }
 
 impl Sending {
@@ -163,20 +172,7 @@ async fn exchange<'s>(
             Err(e) => Some(e),
         };
         match failed {
-            None => {
-                let framing = resp.body_framing(sending.method);
-                return Ok(Fetched {
-                    end_is_certain: framing != BodyFraming::UntilClose,
-                    origin_ip: origin.addr().ip(),
-                    length: views::body_length(framing),
-                    body: BodyDecoder::new(framing),
-                    pool_rule: resp.reusable(sending.method),
-                    origin: Some(origin),
-                    ups,
-                    obuf,
-                    resp,
-                });
-            }
+            None => return fetched(ups, origin, sending, obuf, resp),
             Some(FetchError::OriginClosed | FetchError::NoAnswer) if may_retry => {
                 retried = true;
                 obuf.clear();
@@ -190,6 +186,44 @@ async fn exchange<'s>(
         }
     }
 }
+
+/// The response whose head was just read, with its body still to come; or why it cannot go to
+/// the client.
+///
+/// A transfer coding other than chunked (`ResponseHead::transfer_coded`) is valid in a
+/// response (RFC 9112 §6.1), but the content stays in a coding Sepia cannot remove. It goes to
+/// an HTTP/1.1 client with its codings named (the front end writes them before its own
+/// chunked); an HTTP/1.0 client, to whom a server "MUST NOT send a response containing
+/// Transfer-Encoding" (§6.1), gets a 502 instead of bytes it could not interpret; and it is
+/// never stored (`end_is_certain`), since the cache would keep as the content bytes that are
+/// not the content, without the field that says how they are coded.
+fn fetched<'s>(
+    ups: &'s Upstreams,
+    origin: OriginConn,
+    sending: Sending,
+    obuf: &'s mut BytesMut,
+    resp: &'s ResponseHead,
+) -> Result<Fetched<'s>, FetchError> {
+    let framing = resp.body_framing(sending.method);
+    let coded = resp.transfer_coded && framing != BodyFraming::Empty;
+    if coded && !sending.coded_ok {
+        return Err(FetchError::Unrelayable(CODED_FOR_HTTP10));
+    }
+    Ok(Fetched {
+        end_is_certain: framing != BodyFraming::UntilClose && !coded,
+        origin_ip: origin.addr().ip(),
+        length: views::body_length(framing),
+        body: BodyDecoder::new(framing),
+        pool_rule: resp.reusable(sending.method),
+        origin: Some(origin),
+        ups,
+        obuf,
+        resp,
+    })
+}
+
+const CODED_FOR_HTTP10: &str = "the origin server's response has a transfer coding \
+    (Transfer-Encoding) that Sepia cannot remove and an HTTP/1.0 client cannot receive";
 
 /// Writes the head, then the content pulled from the client, framed as the client framed it
 /// (a length stays a length, chunked stays chunked with its trailers).
@@ -314,9 +348,11 @@ impl Fetched<'_> {
         self.length
     }
 
-    /// Whether the end of the body can be told apart from the origin failing: false for an
-    /// HTTP/1.1 body delimited by the connection's close (RFC 9112 §8), which must never be
-    /// stored as if complete.
+    /// Whether the body, read to its end, is known to be the whole content, as a cache may
+    /// keep it: false for a body delimited by the connection's close (RFC 9112 §8: its end
+    /// cannot be told apart from the origin failing), which must never be stored as if
+    /// complete, and for content under a transfer coding other than chunked (§6.1), which
+    /// Sepia cannot remove: those bytes are not the content.
     pub fn end_is_certain(&self) -> bool {
         self.end_is_certain
     }
