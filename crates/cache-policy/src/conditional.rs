@@ -2,7 +2,7 @@
 //! (RFC 9111 §4.3.1) and answering a client's conditionals from cache
 //! (RFC 9111 §4.3.2, RFC 9110 §13.1, §13.2.2).
 
-use crate::dates::first_date;
+use crate::dates::sole_date;
 use crate::etag::{field_matches, Comparison};
 use crate::fields::Fields;
 use crate::stored::StoredMeta;
@@ -122,11 +122,26 @@ pub const NOT_MODIFIED_FIELDS: [&str; 8] = [
 /// - `If-None-Match` uses weak comparison, lists and `*`; on a match `GET` /
 ///   `HEAD` get 304, other methods 412 (§13.1.2).
 /// - `If-Modified-Since` counts only for `GET` / `HEAD` without
-///   `If-None-Match`, comparing with `Last-Modified`, else `Date`, else the
-///   receipt time (RFC 9111 §4.3.2). An invalid date is ignored.
+///   `If-None-Match` (RFC 9110 §13.1.3). It is compared with the stored
+///   response's [`StoredMeta::modification_date`]: "If a request contains an
+///   If-Modified-Since header field and the Last-Modified header field is not
+///   present in a selected stored response, a cache SHOULD use the stored
+///   response's Date field value (or, if no Date field is present, the time
+///   that the stored response was received) to evaluate the conditional"
+///   (RFC 9111 §4.3.2). "If the selected representation's last modification
+///   date is earlier or equal to the date provided in the field value, the
+///   condition is false" (§13.1.3), and that is a 304; a later one is a 200.
+///   So a fresh response without `Last-Modified` whose `Date` is *later*
+///   than the client's date is served whole: the client's copy is older.
+/// - An `If-Modified-Since` or `If-Unmodified-Since` that is not exactly one
+///   valid HTTP-date (any of the three formats, RFC 9110 §5.6.7) is ignored
+///   (§13.1.3, §13.1.4), and so is a second line of it (a list of two).
 /// - `If-Match` (strong comparison) and `If-Unmodified-Since` are answered
 ///   with 412 when they fail, as the origin would for the same
 ///   representation. `If-Unmodified-Since` needs a `Last-Modified`.
+///
+/// No clock is passed: the stored response's receipt time places a two-digit
+/// RFC 850 year (§5.6.7), which only matters some 50 years from now.
 pub fn evaluate_conditionals<R: Fields>(
     method: &[u8],
     request: &R,
@@ -141,7 +156,7 @@ pub fn evaluate_conditionals<R: Fields>(
             return ConditionalOutcome::PreconditionFailed;
         }
     } else if let (Some(limit), Some(last_modified)) = (
-        first_date(request, HeaderId::IfUnmodifiedSince),
+        sole_date(request, HeaderId::IfUnmodifiedSince, stored.response_time),
         stored.last_modified,
     ) {
         if last_modified > limit {
@@ -160,7 +175,7 @@ pub fn evaluate_conditionals<R: Fields>(
         return ConditionalOutcome::Proceed;
     }
     if get_or_head {
-        if let Some(since) = first_date(request, HeaderId::IfModifiedSince) {
+        if let Some(since) = sole_date(request, HeaderId::IfModifiedSince, stored.response_time) {
             if stored.modification_date() <= since {
                 return ConditionalOutcome::NotModified;
             }
@@ -231,6 +246,119 @@ mod tests {
         }
     }
 
+    /// RFC 9111 §4.3.2 for a stored response without `Last-Modified`: the
+    /// client's `If-Modified-Since` is compared with the stored `Date`, or
+    /// without one with the receipt time (T0 here), by RFC 9110 §13.1.3's rule
+    /// (not modified when that date is earlier than or equal to the client's).
+    #[test]
+    fn if_modified_since_without_last_modified() {
+        use ConditionalOutcome::{NotModified as Nm, Proceed as Go};
+        let dated = stored_with(
+            200,
+            &[
+                ("Cache-Control", "max-age=10000"),
+                ("Date", &date(T0 - 100)),
+            ],
+        );
+        let undated = stored_with(200, &[("Cache-Control", "max-age=10000")]);
+        let bad_date = stored_with(200, &[("Date", "yesterday")]);
+        let bad_lm = stored_with(200, &[("Last-Modified", "0"), ("Date", &date(T0 - 100))]);
+        let lm_and_date = stored_with(
+            200,
+            &[
+                ("Last-Modified", &date(T0 - 5000)),
+                ("Date", &date(T0 - 100)),
+            ],
+        );
+        let ims = |offset: i64| date(T0.saturating_add_signed(offset));
+        let cases: &[(&StoredMeta, String, ConditionalOutcome)] = &[
+            // conditional-lm-fresh-no-lm: the stored Date is 3000 s *later* than the
+            // client's date, so the representation may have changed since: 200.
+            (&dated, ims(-100 - 3000), Go),
+            (&dated, ims(-101), Go),
+            (&dated, ims(-100), Nm),
+            (&dated, ims(-99), Nm),
+            (&dated, ims(1000), Nm),
+            // Same instant in the two obsolete formats, and in lower case.
+            (&dated, "Tuesday, 14-Nov-23 22:11:40 GMT".into(), Nm),
+            (&dated, "Tue Nov 14 22:11:40 2023".into(), Nm),
+            (&dated, "tue, 14 nov 2023 22:11:40 gmt".into(), Nm),
+            (&dated, "Tue Nov 14 22:11:39 2023".into(), Go),
+            // Neither Last-Modified nor a valid Date: the receipt time.
+            (&undated, ims(-1), Go),
+            (&undated, ims(0), Nm),
+            (&bad_date, ims(-1), Go),
+            (&bad_date, ims(0), Nm),
+            // An invalid Last-Modified counts as absent: Date decides.
+            (&bad_lm, ims(-101), Go),
+            (&bad_lm, ims(-100), Nm),
+            // A valid Last-Modified decides, whatever the Date.
+            (&lm_and_date, ims(-5000), Nm),
+            (&lm_and_date, ims(-5001), Go),
+            (&lm_and_date, ims(-4000), Nm),
+        ];
+        assert_eq!(
+            crate::dates::parse_http_date(b"Tuesday, 14-Nov-23 22:11:40 GMT", T0),
+            Some(T0 - 100)
+        );
+        for (stored, since, expected) in cases {
+            let request = FieldList::from_pairs(&[("If-Modified-Since", since.as_str())]);
+            let got = evaluate_conditionals(b"GET", &request, stored);
+            assert_eq!(
+                got,
+                *expected,
+                "{since} against {:?}",
+                stored.modification_date()
+            );
+        }
+    }
+
+    /// A precondition date that is not exactly one valid HTTP-date is ignored
+    /// (RFC 9110 §13.1.3, §13.1.4): the stored response is served.
+    #[test]
+    fn precondition_dates_must_be_single_and_valid() {
+        use ConditionalOutcome::{PreconditionFailed as Pf, Proceed as Go};
+        let full = stored_with(
+            200,
+            &[("Last-Modified", &date(T0 - 3000)), ("Date", &date(T0))],
+        );
+        let later = date(T0 - 2000);
+        let earlier = date(T0 - 5000);
+        let list = format!("{later}, {later}");
+        type Case<'a> = (&'a [(&'a str, &'a str)], ConditionalOutcome);
+        let cases: &[Case<'_>] = &[
+            (
+                &[("If-Modified-Since", &later), ("If-Modified-Since", &later)],
+                Go,
+            ),
+            (&[("If-Modified-Since", &list)], Go),
+            (
+                &[("If-Modified-Since", "Tue, 14 Nov 2023 22:11:40 UTC")],
+                Go,
+            ),
+            (
+                &[("If-Modified-Since", &later), ("If-Modified-Since", "")],
+                ConditionalOutcome::NotModified,
+            ),
+            (
+                &[
+                    ("If-Unmodified-Since", &earlier),
+                    ("If-Unmodified-Since", &earlier),
+                ],
+                Go,
+            ),
+            (
+                &[("If-Unmodified-Since", &format!("{earlier}, {earlier}"))],
+                Go,
+            ),
+            (&[("If-Unmodified-Since", &earlier)], Pf),
+        ];
+        for (request, expected) in cases {
+            let got = evaluate_conditionals(b"GET", &FieldList::from_pairs(request), &full);
+            assert_eq!(got, *expected, "{request:?}");
+        }
+    }
+
     #[test]
     fn conditional_table() {
         use ConditionalOutcome::{NotModified as Nm, PreconditionFailed as Pf, Proceed as Go};
@@ -240,7 +368,7 @@ mod tests {
         // T0 - 3000 is Tue, 14 Nov 2023 21:23:20 GMT; the same instant in RFC 850 form.
         let same_rfc850 = "Tuesday, 14-Nov-23 21:23:20 GMT";
         assert_eq!(
-            crate::dates::parse_http_date(same_rfc850.as_bytes()),
+            crate::dates::parse_http_date(same_rfc850.as_bytes(), T0),
             Some(T0 - 3000)
         );
         let stored_date = date(T0);

@@ -229,11 +229,12 @@ mod tests {
                 0,
                 Want::Revalidate(R::Stale),
             ),
+            // An invalid Age is ignored (RFC 9111 §5.1): fresh.
             (
                 &[("Cache-Control", "max-age=3600"), ("Age", "abc")],
                 "",
                 0,
-                Want::Revalidate(R::Stale),
+                Want::Fresh,
             ),
             (
                 &[("Cache-Control", "max-age=3600"), ("Age", "0")],

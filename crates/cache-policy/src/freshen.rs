@@ -256,10 +256,11 @@ pub fn select_for_update<U: Fields>(candidates: &[&StoredMeta], update: &U) -> V
             .max_by_key(|&i| candidates[i].response_time)
             .into_iter()
             .collect(),
-        None => match update
-            .first(HeaderId::LastModified)
-            .and_then(crate::dates::parse_http_date)
-        {
+        None => match update.first(HeaderId::LastModified).and_then(|lm| {
+            // The candidates' latest receipt time stands in for the clock (RFC 850 years).
+            let reference = candidates.iter().map(|c| c.response_time).max();
+            crate::dates::parse_http_date(lm, reference.unwrap_or(0))
+        }) {
             Some(lm) => (0..candidates.len())
                 .filter(|&i| candidates[i].last_modified == Some(lm))
                 .collect(),

@@ -157,7 +157,9 @@ fn if_range_matches(if_range: &[u8], stored: &StoredMeta) -> bool {
             _ => false,
         };
     }
-    match (parse_http_date(if_range), stored.last_modified, stored.date) {
+    // The receipt time places an RFC 850 year (RFC 9110 §5.6.7); the clock is not passed here.
+    let wanted = parse_http_date(if_range, stored.response_time);
+    match (wanted, stored.last_modified, stored.date) {
         (Some(wanted), Some(last_modified), Some(date)) => {
             wanted == last_modified && last_modified < date
         }

@@ -355,6 +355,38 @@ fn conditional_requests_from_clients() {
     assert_eq!(got[1].status, 304);
 }
 
+/// No Last-Modified: the stored Date stands in, else the receipt time (RFC 9111 §4.3.2),
+/// compared by RFC 9110 §13.1.3 (not modified when that date is earlier than or equal to the
+/// client's). The suite's optimal `conditional-lm-fresh-no-lm` expects 304, but its stored
+/// Date is 3000 s *later* than the client's date: the condition is true, the answer a 200.
+#[test]
+fn if_modified_since_without_last_modified() {
+    let dated: Headers = &[("Cache-Control", S("max-age=10000")), ("Date", Date(0))];
+    let undated: Headers = &[("Cache-Control", S("max-age=10000"))];
+    let cases: &[(&str, Headers, i64, u16)] = &[
+        ("conditional-lm-fresh-no-lm (by the RFC)", dated, -3000, 200),
+        ("IMS equal to Date", dated, 0, 304),
+        ("IMS after Date", dated, 1, 304),
+        ("no Date either: IMS at the receipt time", undated, 0, 304),
+        (
+            "no Date either: IMS before the receipt time",
+            undated,
+            -1,
+            200,
+        ),
+    ];
+    for (name, response, since, status) in cases {
+        let steps = [
+            Step::get(response).pause(),
+            Step::get(response)
+                .request(&[("If-Modified-Since", Date(*since))])
+                .expect(Cached),
+        ];
+        let got = cache().check(name, &steps);
+        assert_eq!(got[1].status, *status, "{name}");
+    }
+}
+
 #[test]
 fn validation_requests_to_the_origin() {
     for (name, tag) in [
