@@ -10,6 +10,7 @@
 //! | `/die-cacheable/MS` | 200, max-age=60, announces Content-Length 100000, sends 1000 bytes, waits MS ms, closes |
 //! | `/vary-lang/...` | 200, max-age=60, `Vary: Accept-Language`, body `lang=VALUE` (the request's Accept-Language) |
 //! | `/aged/...` | 200, max-age=600, `Age: 30`, `ETag: "aged"` (a response that spent 30 s in an upstream cache) |
+//! | `/fields-from-request/...` | 200 with a `Date` (now) and, for every request field `X-Set-NAME: VALUE`, a response field `NAME: VALUE` (how a test chooses Cache-Control, CDN-Cache-Control, ... per request), body `METHOD TARGET` |
 //! | `/posted/...` | 200, max-age=60, `Content-Location:` the request's target (a POST's answer a later GET may reuse, RFC 9110 §9.3.3), body `METHOD TARGET` |
 //! | `/posted-elsewhere/...` | the same with `Content-Location: /elsewhere` |
 //! | `/revalidate/...` | with `If-None-Match: "v1"`: 304, `ETag: "v1"`, `X-Version: 2`, max-age=60; otherwise 200, max-age=1, `ETag: "v1"`, `X-Version: 1` |
@@ -49,6 +50,17 @@ pub(crate) fn respond(
             };
             let date = http_date(SystemTime::now());
             let fields = format!("{cc}ETag: \"cc\"\r\nDate: {date}\r\nX-Origin-Date: {date}\r\n");
+            let text = format!("{} {}", req.method, req.target);
+            fixed(out, 200, &common, &fields, text.as_bytes(), head_only)
+        }
+        "fields-from-request" => {
+            let mut fields = format!("Date: {}\r\n", http_date(SystemTime::now()));
+            for h in &req.headers {
+                let set = h.name.len() > 6 && h.name[..6].eq_ignore_ascii_case("x-set-");
+                if set {
+                    fields.push_str(&format!("{}: {}\r\n", &h.name[6..], h.value));
+                }
+            }
             let text = format!("{} {}", req.method, req.target);
             fixed(out, 200, &common, &fields, text.as_bytes(), head_only)
         }

@@ -17,6 +17,7 @@
 //! - Values above 2^31 are capped at 2147483648 (§1.2.2).
 
 use crate::fields::{list_members, quoted_inner, trim_ows, Fields};
+use crate::structured::Value;
 use sepia_http1::HeaderId;
 
 /// Largest delta-seconds value a cache must handle; larger values, and any
@@ -48,6 +49,8 @@ enum Argument<'a> {
     Token(&'a [u8]),
     /// `name="..."`: the inside of the quoted string, escapes left in place.
     Quoted(&'a [u8]),
+    /// A targeted field's Integer (RFC 9213 §2.1).
+    Integer(i64),
 }
 
 impl<'a> Argument<'a> {
@@ -56,6 +59,9 @@ impl<'a> Argument<'a> {
         match self {
             Argument::Token(t) => parse_delta_seconds(t),
             Argument::Quoted(q) => parse_delta_seconds(q),
+            Argument::Integer(n) => u64::try_from(n)
+                .ok()
+                .map(|n| n.min(u64::from(DELTA_SECONDS_CAP)) as u32),
             Argument::Absent => None,
         }
     }
@@ -152,6 +158,28 @@ impl ResponseCacheControl {
     pub fn parse<F: Fields>(response: &F) -> Self {
         let mut cc = Self::default();
         for (name, argument) in directives(response) {
+            cc.apply(name, argument);
+        }
+        cc
+    }
+
+    /// The directives of a targeted field's Dictionary members (RFC 9213 §2.1; see
+    /// `targeted.rs` for the mapping), each key once.
+    pub(crate) fn from_targeted<'a>(
+        members: impl IntoIterator<Item = (&'a [u8], Value<'a>)>,
+    ) -> Self {
+        let mut cc = Self::default();
+        for (name, value) in members {
+            let argument = match value {
+                Value::Boolean(false) => continue,
+                // A qualified no-cache or private is obeyed whole (the safe reading).
+                Value::Boolean(true) | Value::String(_) => Argument::Absent,
+                Value::Integer(n) => Argument::Integer(n),
+                // Not delta-seconds: an invalid argument.
+                Value::Token(_) | Value::Decimal(_) | Value::Binary(_) | Value::InnerList => {
+                    Argument::Integer(-1)
+                }
+            };
             cc.apply(name, argument);
         }
         cc

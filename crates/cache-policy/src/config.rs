@@ -7,6 +7,8 @@ use std::fmt;
 
 use regex::bytes::RegexSet;
 
+use crate::targeted::TargetList;
+
 /// Default heuristic fraction of the time since `Last-Modified`: the 10%
 /// RFC 9111 §4.2.2 calls typical.
 pub const DEFAULT_HEURISTIC_PERCENT: u32 = 10;
@@ -100,6 +102,7 @@ pub struct PolicyConfig {
     rules: Vec<HeuristicRule>,
     patterns: RegexSet,
     stale_if_error_default: u32,
+    targets: TargetList,
 }
 
 impl Default for PolicyConfig {
@@ -110,6 +113,7 @@ impl Default for PolicyConfig {
             rules: Vec::new(),
             patterns: RegexSet::empty(),
             stale_if_error_default: 0,
+            targets: TargetList::default(),
         }
     }
 }
@@ -142,6 +146,20 @@ impl PolicyConfig {
             .iter()
             .next()
             .map_or(self.default_rule, |i| self.rules[i])
+    }
+
+    /// The targeted fields this cache obeys (RFC 9213), highest priority first.
+    pub fn targets(&self) -> &TargetList {
+        &self.targets
+    }
+
+    /// This policy with another target list: one cache serving listeners that obey different
+    /// targeted fields keeps one policy per list.
+    pub fn with_targets(&self, targets: TargetList) -> PolicyConfig {
+        PolicyConfig {
+            targets,
+            ..self.clone()
+        }
     }
 
     /// Seconds a stale response may be served when the origin fails, for
@@ -230,6 +248,7 @@ impl PolicyConfigBuilder {
             rules: self.rules,
             patterns,
             stale_if_error_default: self.stale_if_error_default,
+            targets: TargetList::default(),
         })
     }
 }

@@ -36,6 +36,8 @@ mod range;
 mod status;
 mod storability;
 mod stored;
+mod structured;
+mod targeted;
 mod uri;
 mod vary;
 
@@ -52,7 +54,9 @@ pub use config::{
     HeuristicRule, PolicyConfig, PolicyConfigBuilder, PolicyConfigError, DEFAULT_HEURISTIC_MAX,
     DEFAULT_HEURISTIC_PERCENT,
 };
-pub use dates::{first_date, parse_http_date, unix_seconds, Expires};
+pub use dates::{
+    first_date, parse_http_date, retry_after, unix_seconds, Expires, CLOCKLESS_REFERENCE,
+};
 pub use etag::{field_matches, Comparison, EntityTag};
 pub use evaluate::{evaluate, is_error_status, usable_on_error, Decision, RevalidateReason};
 pub use fields::{all_members, is_token, list_members, trim_ows, FieldList, Fields, ListMembers};
@@ -72,6 +76,7 @@ pub use storability::{
     is_storable, is_storable_stored, storable_post_response, NotStorableReason, Storability,
 };
 pub use stored::StoredMeta;
+pub use targeted::{governing, Governing, PolicySource, TargetList};
 pub use uri::{remove_dot_segments, resolve_reference_key};
 pub use vary::{
     secondary_key, vary_key, vary_key_of, vary_matches, Vary, VaryKey, MAX_SORTED_MEMBERS,

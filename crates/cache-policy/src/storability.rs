@@ -20,6 +20,7 @@ use crate::dates::Expires;
 use crate::fields::Fields;
 use crate::status::{is_final, is_heuristically_cacheable, is_understood};
 use crate::stored::StoredMeta;
+use crate::targeted::governing;
 use crate::uri::resolve_reference_key;
 use crate::vary::Vary;
 use sepia_http1::HeaderId;
@@ -108,7 +109,7 @@ pub fn is_storable<Q: Fields, P: Fields>(
     if method != b"GET" {
         return Storability::NotStorable(NotStorableReason::Method);
     }
-    ResponseFacts::read(request, status, response).verdict(config, false)
+    ResponseFacts::read(request, status, response, config).verdict(config, false)
 }
 
 /// [`is_storable`] for a response whose [`StoredMeta`] is built already (a cache builds it
@@ -155,7 +156,7 @@ pub fn storable_post_response<Q: Fields, P: Fields>(
     if !same_uri {
         return Storability::NotStorable(NotStorableReason::ContentLocationMismatch);
     }
-    ResponseFacts::read(request, status, response).verdict(config, true)
+    ResponseFacts::read(request, status, response, config).verdict(config, true)
 }
 
 /// The few facts storability depends on, read once.
@@ -169,13 +170,19 @@ struct ResponseFacts {
 }
 
 impl ResponseFacts {
-    fn read<Q: Fields, P: Fields>(request: &Q, status: u16, response: &P) -> Self {
+    fn read<Q: Fields, P: Fields>(
+        request: &Q,
+        status: u16,
+        response: &P,
+        config: &PolicyConfig,
+    ) -> Self {
+        let governing = governing(response, config.targets());
         Self {
             request_cc: RequestCacheControl::parse(request),
             has_authorization: request.contains(HeaderId::Authorization),
             status,
-            response_cc: ResponseCacheControl::parse(response),
-            expires: Expires::parse(response),
+            response_cc: governing.cache_control,
+            expires: governing.expires,
             vary_star: Vary::parse(response) == Vary::Star,
         }
     }

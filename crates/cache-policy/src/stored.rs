@@ -9,6 +9,7 @@ use crate::config::PolicyConfig;
 use crate::dates::{first_date, Expires};
 use crate::fields::Fields;
 use crate::freshness::{freshness_lifetime, Freshness};
+use crate::targeted::{governing, Governing, PolicySource};
 use crate::vary::{vary_matches, Vary};
 use sepia_http1::HeaderId;
 
@@ -25,11 +26,14 @@ pub struct StoredMeta {
     pub response_time: u64,
     /// Response status code.
     pub status: u16,
-    /// Parsed response `Cache-Control`.
+    /// The response's cache directives: its `Cache-Control`, or the targeted field that
+    /// governs this cache (RFC 9213; see `source`).
     pub cache_control: ResponseCacheControl,
+    /// Which field the directives came from.
+    pub source: PolicySource,
     /// `Date`, `None` if absent or invalid.
     pub date: Option<u64>,
-    /// `Expires`.
+    /// `Expires` (`Absent` when a targeted field governs: RFC 9213 §2.2 ignores it then).
     pub expires: Expires,
     /// `Last-Modified`, `None` if absent or invalid.
     pub last_modified: Option<u64>,
@@ -67,11 +71,15 @@ impl StoredMeta {
         url_key: &[u8],
         config: &PolicyConfig,
     ) -> Self {
-        let cache_control = ResponseCacheControl::parse(response);
-        let date = first_date(response, HeaderId::Date);
-        let expires = Expires::parse(response);
+        let Governing {
+            cache_control,
+            expires,
+            source,
+        } = governing(response, config.targets());
+        let date = first_date(response, HeaderId::Date, response_time);
         let last_modified_raw = response.first(HeaderId::LastModified);
-        let last_modified = last_modified_raw.and_then(crate::dates::parse_http_date);
+        let last_modified =
+            last_modified_raw.and_then(|lm| crate::dates::parse_http_date(lm, response_time));
         let age = AgeHeader::parse(response);
         let vary = Vary::parse(response);
         let content_language = if vary.names_field(b"accept-language") {
@@ -99,6 +107,7 @@ impl StoredMeta {
             response_time,
             status,
             cache_control,
+            source,
             date,
             expires,
             last_modified,
@@ -163,7 +172,9 @@ impl StoredMeta {
     }
 
     /// The date a client's `If-Modified-Since` is compared with (RFC 9111
-    /// §4.3.2): `Last-Modified`, else `Date`, else the receipt time.
+    /// §4.3.2): `Last-Modified`, else `Date`, else the receipt time. A
+    /// `Last-Modified` or `Date` that is not a valid HTTP-date gives no date
+    /// and counts as absent.
     pub fn modification_date(&self) -> u64 {
         self.last_modified
             .or(self.date)

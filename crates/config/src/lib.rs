@@ -129,6 +129,7 @@ impl Config {
             address: Spanned::new(0..0, raw::Parsed(address)),
             mode: Spanned::new(0..0, raw::Parsed(mode)),
             spoof_client: None,
+            targeted_cache_control: None,
         });
         raw.route.extend(route);
         resolve::resolve(raw, COMMAND_LINE, "")

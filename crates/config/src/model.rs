@@ -128,6 +128,12 @@ pub struct Listener {
     /// client's address, so the origin sees the client rather than the proxy. Always false on
     /// other modes.
     pub spoof_client: bool,
+    /// `targeted_cache_control`: RFC 9213's target list, in priority order: the first of
+    /// these response fields that is present and valid decides how this listener's requests
+    /// store and reuse a response, instead of Cache-Control and Expires. Default
+    /// `["CDN-Cache-Control"]` on reverse listeners (Sepia is the site's edge cache there),
+    /// none elsewhere.
+    pub targeted_cache_control: Vec<String>,
 }
 
 /// `[limits]`.

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr, XForwardedFor};
-use crate::values::{ByteSize, ConfigValue, Pseudonym, Timeout, UrlPattern};
+use crate::values::{ByteSize, ConfigValue, Pseudonym, TargetedFieldName, Timeout, UrlPattern};
 
 /// A TOML string parsed by `T`'s strict [`ConfigValue`] parser.
 #[derive(Clone, Debug, PartialEq)]
@@ -211,6 +211,9 @@ pub(crate) struct RawListener {
     /// Only meaningful on a tproxy listener; `None` means the default (true there).
     #[serde(default)]
     pub spoof_client: Option<Spanned<bool>>,
+    /// RFC 9213's target list; `None` means the mode's default.
+    #[serde(default)]
+    pub targeted_cache_control: Option<Spanned<Vec<Parsed<TargetedFieldName>>>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -171,14 +171,51 @@ fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listen
                 ))
             }
         };
+        let targeted_cache_control = targeted_list(listen, mode).map_err(|(span, why)| {
+            ConfigError::at(
+                file,
+                text,
+                Some(span),
+                Some(format!("listen[{index}].targeted_cache_control")),
+                why,
+            )
+        })?;
         listeners.push(Listener {
             address,
             mode,
             spoof_client,
+            targeted_cache_control,
         });
     }
     Ok(listeners)
 }
+
+/// A listener's target list (RFC 9213 §2.2): as given, each name once, or the mode's default.
+fn targeted_list(
+    listen: &crate::raw::RawListener,
+    mode: Mode,
+) -> Result<Vec<String>, (std::ops::Range<usize>, String)> {
+    let Some(given) = &listen.targeted_cache_control else {
+        let default = if mode == Mode::Reverse {
+            vec![DEFAULT_TARGETED_FIELD.to_string()]
+        } else {
+            Vec::new()
+        };
+        return Ok(default);
+    };
+    let mut names: Vec<String> = Vec::with_capacity(given.get_ref().len());
+    for name in given.get_ref() {
+        let name = &name.0 .0;
+        if names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            return Err((given.span(), format!("\"{name}\" is listed twice")));
+        }
+        names.push(name.clone());
+    }
+    Ok(names)
+}
+
+/// The targeted field of CDN caches (RFC 9213 §3): a reverse listener's default target list.
+const DEFAULT_TARGETED_FIELD: &str = "CDN-Cache-Control";
 
 fn resolve_routes(
     raw_routes: Vec<crate::raw::RawRoute>,

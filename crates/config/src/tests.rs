@@ -70,6 +70,7 @@ fn builtin_default_matches_the_documented_defaults() {
             address: "127.0.0.1:3128".parse().unwrap(),
             mode: Mode::Forward,
             spoof_client: false,
+            targeted_cache_control: vec![],
         }]
     );
     assert_eq!(
@@ -207,7 +208,7 @@ fn errors_name_file_line_and_key() {
         ),
         (
             format!("{LISTENER}cache_size = 5\n"),
-            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client)",
+            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client, targeted_cache_control)",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"revers\"\n".to_string(),
@@ -578,4 +579,52 @@ fn interception_listeners_and_spoof_client_defaults() {
     );
     assert!(Mode::Intercept.is_interception() && Mode::Tproxy.is_interception());
     assert!(!Mode::Forward.is_interception() && !Mode::Reverse.is_interception());
+}
+
+#[test]
+fn targeted_cache_control_defaults_by_mode_and_is_checked() {
+    let text = "[[route]]\nhost = \"*\"\norigins = [\"http://127.0.0.1:8080\"]\n\
+                [[listen]]\naddress = \"0.0.0.0:80\"\nmode = \"reverse\"\n\
+                [[listen]]\naddress = \"0.0.0.0:81\"\nmode = \"forward\"\n\
+                [[listen]]\naddress = \"0.0.0.0:82\"\nmode = \"reverse\"\n\
+                targeted_cache_control = [\"Sepia-Cache-Control\", \"CDN-Cache-Control\"]\n\
+                [[listen]]\naddress = \"0.0.0.0:83\"\nmode = \"reverse\"\n\
+                targeted_cache_control = []\n";
+    let config = Config::from_toml_str(text, "t.toml").unwrap();
+    let lists: Vec<Vec<String>> = config
+        .listeners
+        .iter()
+        .map(|l| l.targeted_cache_control.clone())
+        .collect();
+    assert_eq!(
+        lists,
+        [
+            vec!["CDN-Cache-Control".to_string()],
+            vec![],
+            vec!["Sepia-Cache-Control".into(), "CDN-Cache-Control".into()],
+            vec![],
+        ]
+    );
+    let listener = "[[listen]]\naddress = \"0.0.0.0:81\"\nmode = \"forward\"\n";
+    for (list, error) in [
+        (
+            "[\"Cache-Control\"]",
+            "t.toml:4: key 'listen[0].targeted_cache_control[0]': \"Cache-Control\" cannot be a \
+             targeted field",
+        ),
+        (
+            "[\"a b\"]",
+            "t.toml:4: key 'listen[0].targeted_cache_control[0]': invalid field name \"a b\"",
+        ),
+        (
+            "[\"X-CC\", \"x-cc\"]",
+            "t.toml:4: key 'listen[0].targeted_cache_control': \"x-cc\" is listed twice",
+        ),
+    ] {
+        let text = format!("{listener}targeted_cache_control = {list}\n");
+        let e = Config::from_toml_str(&text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with(error), "{e}");
+    }
 }

@@ -289,6 +289,31 @@ impl ConfigValue for HostHeader {
     }
 }
 
+/// A field name in a listener's targeted cache control list (RFC 9213 §2.2): an RFC 9110
+/// token (§5.1) naming a response field other than Cache-Control or Expires, whose
+/// directives the targeted field replaces.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TargetedFieldName(pub String);
+
+impl ConfigValue for TargetedFieldName {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if text.is_empty() || !text.bytes().all(is_tchar) {
+            return Err(format!(
+                "invalid field name \"{text}\" (expected an HTTP field name: letters, digits \
+                 and !#$%&'*+-.^_`|~)"
+            ));
+        }
+        if text.eq_ignore_ascii_case("cache-control") || text.eq_ignore_ascii_case("expires") {
+            return Err(format!(
+                "\"{text}\" cannot be a targeted field: targeted fields replace Cache-Control \
+                 and Expires (RFC 9213 §2.2)"
+            ));
+        }
+        Ok(TargetedFieldName(text.to_string()))
+    }
+}
+
 /// Via's received-by pseudonym: an RFC 9110 token (§7.6.3, §5.6.2).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Pseudonym(pub String);

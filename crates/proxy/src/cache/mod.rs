@@ -8,8 +8,8 @@ mod entry;
 mod publish;
 
 use nix::sys::resource::{getrlimit, Resource};
-use sepia_cache_policy::{HeuristicRule, PolicyConfig};
-use sepia_config::CacheConfig;
+use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
+use sepia_config::{CacheConfig, Listener};
 use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
 
 pub use entry::Meta;
@@ -20,13 +20,26 @@ pub const CACHE_NAME: &str = "sepia";
 
 pub struct Cache {
     pub store: Box<dyn Store<Meta>>,
-    pub policy: PolicyConfig,
+    /// The policy of each listener, in `config.listeners` order: the same rules, each with its
+    /// listener's targeted fields (RFC 9213).
+    policies: Vec<PolicyConfig>,
+    /// The policy without targeted fields.
+    base: PolicyConfig,
     pub config: CacheConfig,
 }
 
 impl Cache {
+    /// The policy requests of listener `listener` (its index in the configuration) are cached
+    /// by.
+    pub fn policy(&self, listener: usize) -> &PolicyConfig {
+        self.policies.get(listener).unwrap_or(&self.base)
+    }
+
     /// `None` when the configuration disables caching.
-    pub fn from_config(config: &CacheConfig) -> Result<Option<Cache>, String> {
+    pub fn from_config(
+        config: &CacheConfig,
+        listeners: &[Listener],
+    ) -> Result<Option<Cache>, String> {
         if !config.enabled {
             return Ok(None);
         }
@@ -53,9 +66,14 @@ impl Cache {
             body_file_home: body_file_home(config)?,
             ..StoreConfig::default()
         });
+        let policies = listeners
+            .iter()
+            .map(|l| policy.with_targets(TargetList::new(&l.targeted_cache_control)))
+            .collect();
         Ok(Some(Cache {
             store: Box::new(store),
-            policy,
+            policies,
+            base: policy,
             config: config.clone(),
         }))
     }

@@ -9,13 +9,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use sepia_cache_policy::{
-    is_storable_stored, select_for_update, validators, FieldList, Fields, StoredMeta,
+    is_storable_stored, select_for_update, validators, FieldList, Fields, PolicyConfig, StoredMeta,
 };
 use sepia_store::{FillWriter, Object};
 
 use super::context::Ctx;
 use super::query::Query;
-use crate::cache::{freshened, publish_response, republish, unix_now, Cache, Meta};
+use crate::cache::{freshened, publish_response, republish, unix_now, Meta};
 use crate::model::{
     BodyError, BodyPiece, Downstream, Gone, HeaderId, RequestView, ResponseView, Trailers,
 };
@@ -65,6 +65,7 @@ pub(super) fn start<R: RequestView>(
         head,
         origins,
         obj: obj.clone(),
+        listener: cx.conn.listener,
     };
     tokio::spawn(async move {
         // Dropping `writer` on any early return aborts the refresh; the stale copy stays.
@@ -81,13 +82,15 @@ struct Job {
     head: Bytes,
     origins: OwnedOrigins,
     obj: Arc<Object<Meta>>,
+    /// The listener whose cache policy the revalidation follows.
+    listener: usize,
 }
 
 impl Job {
     /// What the origin's answer does to the stored variant.
     fn judge(
         &self,
-        cache: &Cache,
+        policy: &PolicyConfig,
         resp: &impl ResponseView,
         request_time: u64,
     ) -> Result<Verdict, &'static str> {
@@ -98,7 +101,7 @@ impl Job {
                 return Err("the 304 selects no stored response");
             }
             let times = (request_time, unix_now());
-            let (policy, via) = (&cache.policy, self.state.via());
+            let via = self.state.via();
             let (head, fresh) = freshened(obj, &fields, times, &self.key, policy, via);
             return Ok(Verdict::Freshened(head, fresh));
         }
@@ -115,7 +118,7 @@ impl Job {
             request_time,
             unix_now(),
             &self.key,
-            &cache.policy,
+            policy,
         ))))
     }
 
@@ -132,7 +135,8 @@ impl Job {
                 .await
                 .map_err(|_| "the origin did not answer")?;
         let obj = &self.obj;
-        let verdict = self.judge(cache, fetched.head(), request_time)?;
+        let policy = cache.policy(self.listener);
+        let verdict = self.judge(policy, fetched.head(), request_time)?;
         let meta = match verdict {
             Verdict::Freshened(head, fresh) => {
                 republish(writer, obj, head, fresh)?;
@@ -148,8 +152,7 @@ impl Job {
             Verdict::Replace(meta) => *meta,
         };
         // Judged from the metadata just built: the response's fields are not parsed again.
-        let storable =
-            is_storable_stored(b"GET", &FieldList::new(), &meta, &cache.policy).is_storable();
+        let storable = is_storable_stored(b"GET", &FieldList::new(), &meta, policy).is_storable();
         if !storable || !meta.is_worth_storing() || !fetched.end_is_certain() {
             writer.release();
             fetched.release();

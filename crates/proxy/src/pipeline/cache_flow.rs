@@ -53,6 +53,7 @@ pub(super) async fn answer<C: Responder>(
     }
     let fields = req.fields();
     let q = Query {
+        policy: cache.policy(x.cx.conn.listener),
         key,
         dest,
         rcc: RequestCacheControl::parse(&fields),
@@ -79,7 +80,7 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
             writer.release();
             gateway_timeout()
         }
-        Lookup::Miss(writer) => Box::pin(fill::fill(x, cache, q, writer)).await,
+        Lookup::Miss(writer) => Box::pin(fill::fill(x, q, writer)).await,
         Lookup::Pending(reader) => Box::pin(fill::collapse(x, q.dest, reader)).await,
     }
 }
@@ -92,7 +93,7 @@ async fn on_stored<C: Responder>(
     q: &Query<'_>,
     obj: Arc<Object<Meta>>,
 ) -> Outcome {
-    match evaluate(&obj.meta().meta, &q.rcc, q.now, &cache.policy) {
+    match evaluate(&obj.meta().meta, &q.rcc, q.now, q.policy) {
         Decision::StaleWhileRevalidate(f) if !q.partial => {
             // RFC 5861 §3: serve the stale copy now; one background request refreshes it.
             let refresh = selecting(x.cx.req, |select| cache.store.refresh(q.key, select));
@@ -103,7 +104,8 @@ async fn on_stored<C: Responder>(
             hit::serve(x, &obj, Served::hit(q.now, status)).await
         }
         Decision::Fresh(f) | Decision::StaleAllowed(f) | Decision::StaleWhileRevalidate(f) => {
-            hit::serve(x, &obj, Served::hit(q.now, CacheStatus::hit(f.ttl()))).await
+            let status = q.hit_status(&obj.meta().meta, f.ttl());
+            hit::serve(x, &obj, Served::hit(q.now, status)).await
         }
         Decision::GatewayTimeout => gateway_timeout(),
         Decision::Revalidate { .. } if q.partial => {
@@ -129,11 +131,12 @@ async fn refresh<C: Responder>(
     fwd: Forward,
 ) -> Outcome {
     match selecting(x.cx.req, |select| cache.store.refresh(q.key, select)) {
-        Lookup::Miss(writer) => revalidate::revalidate(x, cache, q, obj, writer, fwd).await,
+        Lookup::Miss(writer) => revalidate::revalidate(x, q, obj, writer, fwd).await,
         Lookup::Pending(reader) => fill::collapse(x, q.dest, reader).await,
         Lookup::Hit(obj) => {
             let ttl = obj.meta().meta.freshness(q.now).ttl();
-            hit::serve(x, &obj, Served::hit(q.now, CacheStatus::hit(ttl))).await
+            let status = q.hit_status(&obj.meta().meta, ttl);
+            hit::serve(x, &obj, Served::hit(q.now, status)).await
         }
     }
 }

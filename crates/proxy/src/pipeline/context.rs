@@ -24,6 +24,8 @@ pub struct ConnInfo {
     pub allowed: bool,
     /// The scheme clients use to reach the listener: what an origin-form request's URL has.
     pub scheme: Scheme,
+    /// The listener's index in the configuration (its cache policy: `Cache::policy`).
+    pub listener: usize,
 }
 
 /// Buffers a connection reuses for every request on it, so that a hit allocates nothing.

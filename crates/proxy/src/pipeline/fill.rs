@@ -14,15 +14,15 @@ use super::hit;
 use super::pass::{self, relay};
 use super::query::Query;
 use super::responder::Responder;
-use crate::cache::{publish_response, unix_now, Cache, Meta, CACHE_NAME};
+use crate::cache::{publish_response, unix_now, Meta, CACHE_NAME};
 use crate::model::{Outcome, RequestView, ResponseView};
 use crate::upstream::{Conditionals, Fetched};
+use sepia_cache_policy::PolicyConfig;
 
 /// A miss: fetch the response and store it while relaying it. One boxed future for both steps
 /// (a box each cost an allocation and a copy of their state on every miss).
 pub(super) async fn fill<C: Responder>(
     x: &mut Exchange<'_, C>,
-    cache: &Cache,
     q: &Query<'_>,
     writer: FillWriter<Meta>,
 ) -> Outcome {
@@ -32,7 +32,7 @@ pub(super) async fn fill<C: Responder>(
     match pass::fetch_with(cx, x.client, x.origin, up, &Conditionals::STRIP).await {
         Ok(fetched) => {
             let storing = Storing {
-                cache,
+                policy: q.policy,
                 key: q.key,
                 writer,
                 request_time,
@@ -51,7 +51,8 @@ pub(super) async fn fill<C: Responder>(
 
 /// A response that may be stored through `writer`.
 pub(super) struct Storing<'a> {
-    pub cache: &'a Cache,
+    /// The cache policy of the listener the request came through.
+    pub policy: &'a PolicyConfig,
     pub key: &'a [u8],
     pub writer: FillWriter<Meta>,
     /// When the request was sent (RFC 9111 §4.2.3).
@@ -75,7 +76,7 @@ pub(super) async fn store_and_relay<C: Responder>(
     fetched: Fetched<'_>,
     s: Storing<'_>,
 ) -> Outcome {
-    let policy = &s.cache.policy;
+    let policy = s.policy;
     // In a block: the response's field view borrows `fetched`, which the relay then takes.
     let (meta, storable, secondary, vary, status) = {
         let resp = fetched.head();
@@ -95,6 +96,7 @@ pub(super) async fn store_and_relay<C: Responder>(
         let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
         (meta, storable, secondary, vary, resp.status())
     };
+    let source = meta.source;
     let mut status = CacheStatus::forward(s.fwd).with_fwd_status(status);
     // A body whose end cannot be told apart from the origin dying (HTTP/1.1 close-delimited,
     // RFC 9112 §8) is relayed, but never stored.
@@ -106,6 +108,9 @@ pub(super) async fn store_and_relay<C: Responder>(
         s.writer.release();
         if let Storability::NotStorable(why) = storable {
             status = status.with_detail(why.as_str());
+        } else if !fetched.end_is_certain() {
+            // Storable by its fields, but its end or its coding cannot be trusted.
+            status = status.with_detail("framing");
         }
         cache_status.clear();
         status.write(CACHE_NAME, cache_status);
@@ -117,6 +122,10 @@ pub(super) async fn store_and_relay<C: Responder>(
     let secondary = Bytes::from(secondary);
     let mut body = publish_response(s.writer, meta, fetched.head(), length, via, secondary);
     cache_status.clear();
+    let status = match policy.targets().deciding(source) {
+        Some(field) => status.with_detail(field),
+        None => status,
+    };
     status.with_stored().write(CACHE_NAME, cache_status);
     let relayed = relay(
         cx.state,

@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 
-use sepia_cache_policy::RequestCacheControl;
+use sepia_cache_policy::{CacheStatus, PolicyConfig, RequestCacheControl, StoredMeta};
 use sepia_store::Object;
 
 use super::destination::Destination;
@@ -12,6 +12,8 @@ use crate::model::RequestView;
 
 /// A request the cache looks up: its key and destination, and what it says about caching.
 pub(super) struct Query<'q> {
+    /// The cache policy of the listener the request came through.
+    pub policy: &'q PolicyConfig,
     pub key: &'q [u8],
     pub dest: &'q Destination<'q>,
     pub rcc: RequestCacheControl,
@@ -19,6 +21,18 @@ pub(super) struct Query<'q> {
     /// A HEAD or Range request: answered from a stored response, but never starting a fill
     /// (neither would give the cache a complete body to store).
     pub partial: bool,
+}
+
+impl<'q> Query<'q> {
+    /// The Cache-Status of a hit on `meta` with `ttl` left: with the targeted field that
+    /// decided how it is cached, if one did (RFC 9213), as its `detail` (RFC 9211 §2.8).
+    pub fn hit_status(&self, meta: &StoredMeta, ttl: i64) -> CacheStatus<'q> {
+        let status = CacheStatus::hit(ttl);
+        match self.policy.targets().deciding(meta.source) {
+            Some(field) => status.with_detail(field),
+            None => status,
+        }
+    }
 }
 
 /// Runs `with` with the selector of the stored variants this request may use (its Vary-

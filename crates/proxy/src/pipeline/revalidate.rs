@@ -17,13 +17,12 @@ use super::hit::{self, Served};
 use super::pass;
 use super::query::Query;
 use super::responder::Responder;
-use crate::cache::{freshened, republish, unix_now, Cache, Meta};
+use crate::cache::{freshened, republish, unix_now, Meta};
 use crate::model::{Outcome, ResponseView};
 use crate::upstream::Conditionals;
 
 pub(super) async fn revalidate<C: Responder>(
     x: &mut Exchange<'_, C>,
-    cache: &Cache,
     q: &Query<'_>,
     obj: Arc<Object<Meta>>,
     writer: FillWriter<Meta>,
@@ -42,9 +41,7 @@ pub(super) async fn revalidate<C: Responder>(
     let fetched = match fetched {
         Ok(f) => f,
         Err(e) => {
-            if e.is_origin_failure()
-                && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy)
-            {
+            if e.is_origin_failure() && usable_on_error(&entry.meta, &q.rcc, unix_now(), q.policy) {
                 writer.release();
                 let status = CacheStatus::forward(fwd).with_detail("origin-unreachable");
                 return hit::serve(x, &obj, stale_served(status, None)).await;
@@ -59,7 +56,7 @@ pub(super) async fn revalidate<C: Responder>(
     if status == 304 && select_for_update(&[&entry.meta], &reply.fields()) == [0] {
         let now = unix_now();
         let via = cx.state.via();
-        let fresh = freshen(cache, q.key, obj, writer, reply, (request_time, now), via);
+        let fresh = freshen(q, obj, writer, reply, (request_time, now), via);
         // A 304 has no body: the connection goes back to the pool.
         fetched.release();
         let how = Served {
@@ -77,7 +74,7 @@ pub(super) async fn revalidate<C: Responder>(
         let refused = Outcome::local(502, UNSELECTED_304).logged_as(ResultCode::TcpMiss);
         return refused.closing();
     }
-    if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), &cache.policy) {
+    if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), q.policy) {
         writer.release();
         // Its body is not wanted: unless it was empty, the connection is not reused.
         fetched.release();
@@ -85,7 +82,7 @@ pub(super) async fn revalidate<C: Responder>(
         return hit::serve(x, &obj, stale_served(status, origin)).await;
     }
     let storing = Storing {
-        cache,
+        policy: q.policy,
         key: q.key,
         writer,
         request_time,
@@ -106,15 +103,14 @@ const UNSELECTED_304: &str = "the origin answered 304 for a response Sepia does 
 /// of the stale one, through the refresh fill so that requests collapsed on it receive it too;
 /// the old object when that does not commit.
 fn freshen(
-    cache: &Cache,
-    key: &[u8],
+    q: &Query<'_>,
     obj: Arc<Object<Meta>>,
     writer: FillWriter<Meta>,
     reply: &impl ResponseView,
     times: (u64, u64),
     via: Option<&[u8]>,
 ) -> Arc<Object<Meta>> {
-    let (head, fresh) = freshened(&obj, &reply.fields(), times, key, &cache.policy, via);
+    let (head, fresh) = freshened(&obj, &reply.fields(), times, q.key, q.policy, via);
     match republish(writer, &obj, head, fresh) {
         Ok(FinishOutcome::Stored(new)) => new,
         _ => obj,

@@ -42,7 +42,7 @@ pub(super) async fn answer<C: Responder>(
         }
         // "A cached POST response can be reused to satisfy a later GET or HEAD request" when it
         // has explicit freshness and a Content-Location that is its target URI (§9.3.3).
-        let policy = &cache.policy;
+        let policy = cache.policy(cx.conn.listener);
         cx.req.method() == Method::Post
             && storable_post_response(&cx.req.fields(), head.status(), &fields, key, policy)
                 .is_storable()
@@ -50,7 +50,7 @@ pub(super) async fn answer<C: Responder>(
     if reusable {
         if let Lookup::Miss(writer) = selecting(cx.req, |select| cache.store.refresh(key, select)) {
             let storing = Storing {
-                cache,
+                policy: cache.policy(cx.conn.listener),
                 key,
                 writer,
                 request_time,

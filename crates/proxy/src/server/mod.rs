@@ -42,6 +42,8 @@ struct Bound {
     listener: TcpListener,
     mode: Mode,
     spoof_client: bool,
+    /// Its index in the configuration.
+    index: u16,
 }
 
 impl Server {
@@ -56,6 +58,7 @@ impl Server {
                 listener,
                 mode: l.mode,
                 spoof_client: l.spoof_client,
+                index: u16::try_from(listeners.len()).unwrap_or(u16::MAX),
             });
         }
         Ok(Server {
@@ -127,6 +130,7 @@ async fn accept_loop(bound: Bound, state: Arc<State>, tracker: Arc<Tracker>) {
         listener,
         mode,
         spoof_client,
+        index,
     } = bound;
     let Ok(listen) = listener.local_addr() else {
         return;
@@ -140,7 +144,7 @@ async fn accept_loop(bound: Bound, state: Arc<State>, tracker: Arc<Tracker>) {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
-                    let accepted = Accepted { state: state.clone(), mode, divert, guard: tracker.enter() };
+                    let accepted = Accepted { state: state.clone(), mode, listener: index, divert, guard: tracker.enter() };
                     spawn_session(accepted, Conn::Tcp(stream), peer);
                 }
                 Err(e) => {
@@ -208,6 +212,7 @@ mod tests {
             let listener = h1::Listener {
                 mode: Mode::Forward,
                 divert: Divert::NotDiverted,
+                index: 0,
             };
             std::mem::size_of_val(&h1::serve(state, Conn::Tcp(s), addr, listener, shutdown))
         });
@@ -216,6 +221,7 @@ mod tests {
             let accepted = Accepted {
                 state,
                 mode: Mode::Forward,
+                listener: 0,
                 divert: Divert::NotDiverted,
                 guard: tracker.enter(),
             };

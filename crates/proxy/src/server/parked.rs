@@ -23,6 +23,8 @@ use crate::transport::Conn;
 pub(super) struct Accepted {
     pub state: Arc<State>,
     pub mode: Mode,
+    /// The listener's index in the configuration.
+    pub listener: u16,
     pub divert: Divert,
     pub guard: Guard,
 }
@@ -34,6 +36,7 @@ pub(super) fn spawn_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
         let listener = h1::Listener {
             mode: accepted.mode,
             divert: accepted.divert.clone(),
+            index: usize::from(accepted.listener),
         };
         let shutdown = accepted.guard.shutdown();
         let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;

@@ -35,7 +35,7 @@ impl State {
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
     pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<State> {
         let via = Bytes::from(format!("1.1 {}", config.headers.via_pseudonym));
-        let cache = Cache::from_config(&config.cache).map_err(|e| {
+        let cache = Cache::from_config(&config.cache, &config.listeners).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("cache configuration: {e}"),

@@ -44,6 +44,8 @@ pub struct Listener {
     pub mode: Mode,
     /// Where an intercepted connection was going (`NotDiverted` on other listeners).
     pub divert: Divert,
+    /// The listener's index in the configuration.
+    pub index: usize,
 }
 
 /// One client connection and what persists across its requests.
@@ -78,6 +80,7 @@ pub async fn serve(
         mode: listener.mode,
         divert: listener.divert,
         scheme: Scheme::Http,
+        listener: listener.index,
     };
     let mut session = Session {
         io: ClientIo::new(conn),
