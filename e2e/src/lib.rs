@@ -29,6 +29,7 @@ mod message;
 pub mod netns;
 mod origin;
 mod origin_cache_routes;
+mod origin_range_routes;
 mod origin_routes;
 mod pattern;
 mod raw_client;

@@ -21,6 +21,7 @@
 //! | `/hop` | 200 with hop-by-hop fields the proxy must strip, and one it must keep |
 //! | `/cacheable/...` | 200 with `Cache-Control: max-age=60` |
 //! | `/cc/...`, `/slow-cacheable/...`, `/die-cacheable/...`, `/vary-lang/...`, `/revalidate/...` | storable responses for the cache tests: see `src/origin_cache_routes.rs` |
+//! | `/ranged/...`, `/ranged-weak/...` | ranges of a storable representation: see `src/origin_range_routes.rs` |
 //! | anything else | 200, body `METHOD TARGET` |
 
 use std::io::{self, Write};
@@ -29,8 +30,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::origin::{path_of, RecordedRequest, State};
-use crate::origin_cache_routes;
 use crate::pattern::{fill_pattern, sha256_hex};
+use crate::{origin_cache_routes, origin_range_routes};
 
 /// Whether the connection may carry another request after this response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +63,9 @@ pub(crate) fn respond(
         if closing { "Connection: close\r\n" } else { "" }
     );
     if let Some(reply) = origin_cache_routes::respond(req, out, &common, state.request_count()) {
+        return reply;
+    }
+    if let Some(reply) = origin_range_routes::respond(req, out, &common, state.request_count()) {
         return reply;
     }
     let no_store = "Cache-Control: no-store\r\n";

@@ -32,6 +32,7 @@ mod freshen;
 mod freshness;
 mod invalidation;
 mod key;
+mod partial;
 mod range;
 mod status;
 mod storability;
@@ -67,13 +68,15 @@ pub use freshen::{
 pub use freshness::{explicit_lifetime, freshness_lifetime, heuristic_allowed, Freshness};
 pub use invalidation::{invalidations, is_safe_method, Invalidations};
 pub use key::{key_origin, primary_key};
+pub use partial::{is_strong_validator, same_strong_validator, Piece};
 pub use range::{
     parse_content_range, parse_range, parse_range_value, range_for_stored, resolve_range,
     write_content_range, ByteRange, ContentRange, RangeOutcome, RangeRequest,
 };
 pub use status::{is_final, is_heuristically_cacheable, is_understood};
 pub use storability::{
-    is_storable, is_storable_stored, storable_post_response, NotStorableReason, Storability,
+    is_storable, is_storable_piece, is_storable_stored, storable_post_response, NotStorableReason,
+    Storability,
 };
 pub use stored::StoredMeta;
 pub use targeted::{governing, Governing, PolicySource, TargetList};

@@ -135,6 +135,32 @@ pub fn is_storable_stored<Q: Fields>(
     .verdict(config, false)
 }
 
+/// Decides whether a `206` may be kept as a piece of its representation (RFC 9111 §3.3: "a 206
+/// (Partial Content) response MAY be stored as if it were an incomplete 200 (OK) response"):
+/// every rule of [`is_storable_stored`] but the one that refuses partial content. The caller
+/// checks that the 206 has one `Content-Range` with a known complete length and content of
+/// exactly that range's length.
+pub fn is_storable_piece<Q: Fields>(
+    method: &[u8],
+    request: &Q,
+    meta: &StoredMeta,
+    config: &PolicyConfig,
+) -> Storability {
+    if method != b"GET" || meta.status != 206 {
+        return Storability::NotStorable(NotStorableReason::Method);
+    }
+    ResponseFacts {
+        request_cc: RequestCacheControl::parse(request),
+        has_authorization: request.contains(HeaderId::Authorization),
+        // Judged as the incomplete 200 it stands for.
+        status: 200,
+        response_cc: meta.cache_control,
+        expires: meta.expires,
+        vary_star: meta.vary == Vary::Star,
+    }
+    .verdict(config, false)
+}
+
 /// Decides whether a `POST` response may be stored and reused for later
 /// `GET` requests of `request_key` (RFC 9110 §9.3.3): it needs explicit
 /// freshness and a `Content-Location` that resolves to the target URI
@@ -492,6 +518,66 @@ mod tests {
                 &config,
             );
             assert_eq!(got, *expected, "{response:?}");
+        }
+    }
+
+    #[test]
+    fn a_206_is_judged_as_the_incomplete_200_it_stands_for() {
+        let ok = Storability::Storable;
+        let not = Storability::NotStorable;
+        let config = PolicyConfig::default();
+        let piece: Pairs = &[("Content-Range", "bytes 0-4/10"), ("ETag", "\"p\"")];
+        let cases: &[(&str, Pairs, u16, Pairs, Storability)] = &[
+            ("GET", &[], 206, &[("Cache-Control", "max-age=60")], ok),
+            // Heuristically cacheable, like a 200 (RFC 9110 §15.1).
+            ("GET", &[], 206, &[], ok),
+            (
+                "GET",
+                &[],
+                206,
+                &[("Cache-Control", "no-store")],
+                not(Why::ResponseNoStore),
+            ),
+            (
+                "GET",
+                &[],
+                206,
+                &[("Cache-Control", "private")],
+                not(Why::Private),
+            ),
+            (
+                "GET",
+                &[("Cache-Control", "no-store")],
+                206,
+                &[],
+                not(Why::RequestNoStore),
+            ),
+            (
+                "GET",
+                &[("Authorization", "x")],
+                206,
+                &[],
+                not(Why::Authorization),
+            ),
+            ("GET", &[], 206, &[("Vary", "*")], not(Why::VaryStar)),
+            ("HEAD", &[], 206, &[], not(Why::Method)),
+            // Not a piece at all.
+            (
+                "GET",
+                &[],
+                200,
+                &[("Cache-Control", "max-age=60")],
+                not(Why::Method),
+            ),
+        ];
+        for (method, request, status, response, expected) in cases {
+            let mut fields: Vec<(&str, &str)> = piece.to_vec();
+            fields.extend_from_slice(response);
+            let response = FieldList::from_pairs(&fields);
+            let meta = StoredMeta::from_response(*status, &response, 0, 0, b"http://a/", &config);
+            let request = FieldList::from_pairs(request);
+            let got = is_storable_piece(method.as_bytes(), &request, &meta, &config);
+            assert_eq!(got, *expected, "{method} {status} {fields:?}");
         }
     }
 

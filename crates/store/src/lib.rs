@@ -86,6 +86,6 @@ pub use fill::{
     FinishOutcome, NotStoredReason,
 };
 pub use memory::MemoryStore;
-pub use object::{Body, Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
+pub use object::{slice_chunks, Body, Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
 pub use stats::StoreStats;
 pub use store::{by_secondary, Lookup, Store};

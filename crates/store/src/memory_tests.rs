@@ -381,3 +381,23 @@ fn an_object_stored_again_soon_after_eviction_outlives_one_hit_wonders() {
         );
     }
 }
+
+#[test]
+fn a_writer_sees_the_head_it_published_as_collapsed_readers_do() {
+    let s = store(1 << 20, 4096, 1);
+    let w = expect_miss(s.lookup(b"/own", any));
+    let head = Bytes::from_static(b"HTTP/1.1 200 OK\r\n");
+    let mut b = w.publish_head(
+        head.clone(),
+        7,
+        Bytes::from_static(b"v"),
+        BodyLength::Known(3),
+    );
+    let own = b.object();
+    assert_eq!(own.head(), &head);
+    assert_eq!(*own.meta(), 7);
+    assert_eq!(own.secondary().as_ref(), b"v");
+    assert_eq!(own.body_len(), 3, "the promised length");
+    b.append(Bytes::from_static(b"abc"));
+    assert!(matches!(b.finish(), Ok(FinishOutcome::Stored(_))));
+}

@@ -50,6 +50,24 @@ impl Body {
     }
 }
 
+/// The parts of `chunks` that hold bytes `start..end` of their concatenation: slices that
+/// share the chunks' memory, nothing copied.
+pub fn slice_chunks(chunks: &[Bytes], start: u64, end: u64) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    let mut offset = 0u64;
+    for chunk in chunks {
+        let (lo, hi) = (offset, offset + chunk.len() as u64);
+        offset = hi;
+        if hi <= start || lo >= end || start >= end {
+            continue;
+        }
+        let from = (start.max(lo) - lo) as usize;
+        let to = (end.min(hi) - lo) as usize;
+        out.push(chunk.slice(from..to));
+    }
+    out
+}
+
 /// A complete cached response.
 ///
 /// Immutable once built: a hit hands out an `Arc<Object<M>>`, so serving it is a
@@ -185,6 +203,27 @@ pub(crate) fn accounted_size(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slices_cross_chunk_boundaries() {
+        let chunks = [
+            Bytes::from_static(b"0123"),
+            Bytes::from_static(b"4567"),
+            Bytes::from_static(b"89"),
+        ];
+        let joined = |v: Vec<Bytes>| v.iter().flat_map(|b| b.to_vec()).collect::<Vec<u8>>();
+        assert_eq!(joined(slice_chunks(&chunks, 0, 10)), b"0123456789");
+        assert_eq!(joined(slice_chunks(&chunks, 3, 6)), b"345");
+        assert_eq!(joined(slice_chunks(&chunks, 4, 8)), b"4567");
+        assert_eq!(joined(slice_chunks(&chunks, 9, 10)), b"9");
+        assert_eq!(joined(slice_chunks(&chunks, 0, 1)), b"0");
+        assert!(slice_chunks(&chunks, 5, 5).is_empty());
+        assert_eq!(
+            slice_chunks(&chunks, 4, 8).len(),
+            1,
+            "one whole chunk, one slice"
+        );
+    }
 
     fn object(
         head: &'static [u8],

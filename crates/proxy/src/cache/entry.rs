@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sepia_cache_policy::StoredMeta;
+use sepia_cache_policy::{Piece, StoredMeta};
 
 use crate::h1::stored_head::HeadLayout;
 
@@ -15,6 +15,10 @@ pub struct Entry {
     pub layout: HeadLayout,
     /// Content-Type, a slice of the stored head kept apart for the access log of every hit.
     pub content_type: Option<Bytes>,
+    /// For a piece of a representation kept from a `206` (RFC 9111 §3.3), which bytes the
+    /// stored body is: stored under its own key ([`super::piece_key`]), so that only the code
+    /// that answers ranges from pieces ever finds it.
+    pub piece: Option<Piece>,
 }
 
 impl Entry {
@@ -24,7 +28,14 @@ impl Entry {
             meta,
             content_type: layout.content_type(head),
             layout,
+            piece: None,
         }
+    }
+
+    /// The entry of a piece: bytes `piece.first..=piece.last` of the representation.
+    pub fn with_piece(mut self, piece: Option<Piece>) -> Entry {
+        self.piece = piece;
+        self
     }
 }
 

@@ -13,7 +13,7 @@ use sepia_config::{CacheConfig, Listener};
 use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
 
 pub use entry::Meta;
-pub use publish::{freshened, publish_response, republish, StoringBody};
+pub use publish::{freshened, publish_response, republish, Publishing, StoringBody};
 
 /// Name this cache uses in Cache-Status (RFC 9211 §2).
 pub const CACHE_NAME: &str = "sepia";
@@ -33,6 +33,12 @@ impl Cache {
     /// by.
     pub fn policy(&self, listener: usize) -> &PolicyConfig {
         self.policies.get(listener).unwrap_or(&self.base)
+    }
+
+    /// Removes every stored response of `primary`, its pieces included (PURGE, and
+    /// invalidation by an unsafe method, RFC 9111 §4.4). Returns how many were removed.
+    pub fn purge(&self, primary: &[u8]) -> usize {
+        self.store.purge(primary) + with_piece_key(primary, |key| self.store.purge(key))
     }
 
     /// `None` when the configuration disables caching.
@@ -77,6 +83,35 @@ impl Cache {
             config: config.clone(),
         }))
     }
+}
+
+/// What follows a primary key in the key its pieces are stored under. A request target
+/// never holds a NUL (RFC 9112 §3.2), so no URL's key can be mistaken for a piece's.
+const PIECE_SUFFIX: &[u8] = b"\0piece";
+
+/// Writes into `out` the key the pieces of `primary`'s representation are stored under
+/// (RFC 9111 §3.3): apart from complete responses, so that no lookup for a whole response
+/// can ever find a piece.
+pub fn piece_key(primary: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(primary);
+    out.extend_from_slice(PIECE_SUFFIX);
+}
+
+/// Runs `with` with the key of `primary`'s pieces, built on the stack when it fits: every
+/// full-GET miss looks for a piece to complete, and must not allocate for it.
+pub fn with_piece_key<T>(primary: &[u8], with: impl FnOnce(&[u8]) -> T) -> T {
+    const ROOM: usize = 512;
+    let len = primary.len() + PIECE_SUFFIX.len();
+    if len > ROOM {
+        let mut key = Vec::new();
+        piece_key(primary, &mut key);
+        return with(&key);
+    }
+    let mut room = [0u8; ROOM];
+    room[..primary.len()].copy_from_slice(primary);
+    room[primary.len()..len].copy_from_slice(PIECE_SUFFIX);
+    with(&room[..len])
 }
 
 /// Where body files are made. A configured `sendfile_dir` must work (an error names it);

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use sepia_cache_policy::{freshen_headers, Fields, PolicyConfig, StoredFieldFilter, StoredMeta};
+use sepia_cache_policy::{
+    freshen_headers, Fields, Piece, PolicyConfig, StoredFieldFilter, StoredMeta,
+};
 use sepia_store::{
     BodyLength as StoredLength, BodyWriter, FillWriter, FinishError, FinishOutcome, Object,
 };
@@ -42,6 +44,11 @@ impl StoringBody {
         self.writer.append(chunk);
     }
 
+    /// The stored head as an object with an empty body, for answering a client from it.
+    pub fn object(&self) -> Arc<Object<Meta>> {
+        self.writer.object()
+    }
+
     /// The body is complete: commit it (the store checks an announced length).
     pub fn finish(self) -> Result<FinishOutcome<Meta>, FinishError> {
         self.writer.finish()
@@ -53,17 +60,41 @@ impl StoringBody {
     }
 }
 
+/// What is stored beside a response's head and body.
+pub struct Publishing<'a> {
+    pub meta: StoredMeta,
+    /// The length of the body that will be appended.
+    pub length: BodyLength,
+    /// Sepia's Via value.
+    pub via: Option<&'a [u8]>,
+    /// The Vary-derived secondary key (RFC 9111 §4.1).
+    pub secondary: Bytes,
+    /// Which bytes of the representation the body is, for a piece (RFC 9111 §3.3).
+    pub piece: Option<Piece>,
+}
+
 /// Publishes an origin response about to be stored through `writer`: its stored head and
 /// entry, keeping the fields a shared cache stores (RFC 9111 §3.1), and the body length the
-/// store should expect. The body follows through the returned [`StoringBody`].
+/// store should expect. The body follows through the returned [`StoringBody`]. A `206` is
+/// stored as the incomplete `200` it stands for (§3.3), or as the complete `200` it became
+/// when combined with a stored piece (§3.4): its `Content-Range` is written per answer.
 pub fn publish_response(
     writer: FillWriter<Meta>,
-    meta: StoredMeta,
     resp: &impl ResponseView,
-    length: BodyLength,
-    via: Option<&[u8]>,
-    secondary: Bytes,
+    publishing: Publishing<'_>,
 ) -> StoringBody {
+    let Publishing {
+        mut meta,
+        length,
+        via,
+        secondary,
+        piece,
+    } = publishing;
+    let (status, reason) = match resp.status() {
+        206 => (200, &b"OK"[..]),
+        status => (status, resp.reason()),
+    };
+    meta.status = status;
     let fields = resp.fields();
     let filter = StoredFieldFilter::new(&fields, true);
     let kept = filter.kept();
@@ -76,14 +107,20 @@ pub fn publish_response(
         StoredLength::Known(n) if n <= BODY_WITH_HEAD_MAX => n as usize,
         StoredLength::Known(_) | StoredLength::Unknown => 0,
     };
-    let (mut buf, layout) =
-        stored_head::build_with_room(resp.status(), resp.reason(), || kept.iter(), via, room);
+    // A 206's Content-Range describes that message's content, not what is stored: each answer
+    // from a piece writes its own.
+    let partial = resp.status() == 206;
+    let lines = || {
+        kept.iter()
+            .filter(move |(name, _)| !(partial && name.eq_ignore_ascii_case(b"content-range")))
+    };
+    let (mut buf, layout) = stored_head::build_with_room(status, reason, lines, via, room);
     let head = if room == 0 {
         std::mem::take(&mut buf).freeze()
     } else {
         buf.split().freeze()
     };
-    let entry = Arc::new(Entry::new(meta, &head, layout));
+    let entry = Arc::new(Entry::new(meta, &head, layout).with_piece(piece));
     StoringBody {
         writer: writer.publish_head(head, entry, secondary, length),
         room: buf,
@@ -112,7 +149,7 @@ pub fn freshened<U: Fields>(
     );
     let reason = entry.layout.reason(obj.head());
     let (head, layout) = stored_head::build(entry.meta.status, reason, || merged.lines(), via);
-    let fresh = Arc::new(Entry::new(meta, &head, layout));
+    let fresh = Arc::new(Entry::new(meta, &head, layout).with_piece(entry.piece));
     (head, fresh)
 }
 

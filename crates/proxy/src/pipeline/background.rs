@@ -15,7 +15,7 @@ use sepia_store::{FillWriter, Object};
 
 use super::context::Ctx;
 use super::query::Query;
-use crate::cache::{freshened, publish_response, republish, unix_now, Meta};
+use crate::cache::{freshened, publish_response, republish, unix_now, Meta, Publishing};
 use crate::model::{
     BodyError, BodyPiece, Downstream, Gone, HeaderId, RequestView, ResponseView, Trailers,
 };
@@ -50,6 +50,7 @@ pub(super) fn start<R: RequestView>(
         strip: true,
         if_none_match: v.if_none_match,
         if_modified_since: v.if_modified_since,
+        range: None,
     };
     let request = OriginRequest {
         req: cx.req,
@@ -158,10 +159,14 @@ impl Job {
             fetched.release();
             return Ok(());
         }
-        let secondary = obj.secondary().clone();
-        let length = fetched.body_length();
-        let via = state.via();
-        let mut body = publish_response(writer, meta, fetched.head(), length, via, secondary);
+        let publishing = Publishing {
+            meta,
+            length: fetched.body_length(),
+            via: state.via(),
+            secondary: obj.secondary().clone(),
+            piece: None,
+        };
+        let mut body = publish_response(writer, fetched.head(), publishing);
         loop {
             match fetched.next_body().await {
                 Ok(BodyPiece::Data(data)) => body.append(&data),

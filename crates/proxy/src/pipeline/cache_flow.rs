@@ -10,15 +10,17 @@ use sepia_cache_policy::{
     RequestCacheControl, RevalidateReason,
 };
 use sepia_observe::ResultCode;
-use sepia_store::{Lookup, Object};
+use sepia_store::{FillWriter, Lookup, Object};
 
 use super::background;
+use super::completion;
 use super::context::Exchange;
 use super::destination::Destination;
 use super::fill;
 use super::hit::{self, Served};
 use super::pass;
-use super::query::{selecting, Query};
+use super::pieces;
+use super::query::{gateway_timeout, selecting, Query};
 use super::responder::Responder;
 use super::revalidate;
 use super::unsafe_method;
@@ -68,6 +70,10 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
     let found = if q.partial {
         match selecting(x.cx.req, |select| cache.store.lookup_no_fill(q.key, select)) {
             Some(obj) => Lookup::Hit(obj),
+            // A range of a response stored whole is not found: one of a stored piece may be.
+            None if x.cx.req.method() == Method::Get => {
+                return Box::pin(pieces::answer_range(x, cache, q)).await;
+            }
             None if q.rcc.only_if_cached() => return gateway_timeout(),
             None => return Box::pin(pass::pass(x, q.dest, Forward::UriMiss)).await,
         }
@@ -80,9 +86,27 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
             writer.release();
             gateway_timeout()
         }
-        Lookup::Miss(writer) => Box::pin(fill::fill(x, q, writer)).await,
+        Lookup::Miss(writer) => miss(x, cache, q, writer).await,
         Lookup::Pending(reader) => Box::pin(fill::collapse(x, q.dest, reader)).await,
     }
+}
+
+/// Nothing stored answers a full request: fetch it, or, when a stored piece of it lacks only
+/// one range, fetch that range (RFC 9111 §3.4).
+async fn miss<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    cache: &Cache,
+    q: &Query<'_>,
+    writer: FillWriter<Meta>,
+) -> Outcome {
+    let writer = match completion::completable(cache, x.cx.req, q) {
+        Some(piece) => match Box::pin(completion::complete(x, cache, q, writer, piece)).await {
+            Ok(outcome) => return outcome,
+            Err(writer) => writer,
+        },
+        None => writer,
+    };
+    Box::pin(fill::fill(x, q, writer)).await
 }
 
 /// A stored response was found: serve it, serve it while refreshing it in the background,
@@ -146,16 +170,10 @@ fn purge<C: Responder>(x: &Exchange<'_, C>, cache: &Cache, key: &[u8]) -> Outcom
     if !cache.config.purge_allowed(x.cx.conn.client.peer.ip()) {
         return Outcome::local(403, "PURGE is not allowed from your address");
     }
-    let answer = if cache.store.purge(key) > 0 {
+    let answer = if cache.purge(key) > 0 {
         Outcome::local(200, "purged")
     } else {
         Outcome::local(404, "not in cache")
     };
     answer.logged_as(ResultCode::TcpMiss)
-}
-
-/// RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored. Squid 5.7 logs it
-/// `TCP_MISS/504 … HIER_NONE/-`.
-fn gateway_timeout() -> Outcome {
-    Outcome::local(504, "only-if-cached: not in cache").logged_as(ResultCode::TcpMiss)
 }

@@ -14,8 +14,9 @@ use super::hit;
 use super::pass::{self, relay};
 use super::query::Query;
 use super::responder::Responder;
-use crate::cache::{publish_response, unix_now, Meta, CACHE_NAME};
+use crate::cache::{publish_response, unix_now, Meta, Publishing, StoringBody, CACHE_NAME};
 use crate::model::{Outcome, RequestView, ResponseView};
+use crate::state::State;
 use crate::upstream::{Conditionals, Fetched};
 use sepia_cache_policy::PolicyConfig;
 
@@ -118,32 +119,53 @@ pub(super) async fn store_and_relay<C: Responder>(
             .await
             .outcome;
     }
-    let (via, length) = (cx.state.via(), fetched.body_length());
-    let secondary = Bytes::from(secondary);
-    let mut body = publish_response(s.writer, meta, fetched.head(), length, via, secondary);
+    let publishing = Publishing {
+        meta,
+        length: fetched.body_length(),
+        via: cx.state.via(),
+        secondary: Bytes::from(secondary),
+        piece: None,
+    };
+    let body = publish_response(s.writer, fetched.head(), publishing);
     cache_status.clear();
     let status = match policy.targets().deciding(source) {
         Some(field) => status.with_detail(field),
         None => status,
     };
     status.with_stored().write(CACHE_NAME, cache_status);
-    let relayed = relay(
-        cx.state,
-        client,
-        fetched,
-        cache_status,
-        Some(&mut body),
-        s.result,
-    )
-    .await;
-    if relayed.body_complete {
-        if let Err(e) = body.finish() {
-            tracing::debug!("not stored: {e}");
-        }
-    } else {
+    let stored = (body, &[][..], s.result);
+    relay_storing(cx.state, client, fetched, cache_status, stored)
+        .await
+        .0
+}
+
+/// Relays the fetched response while its body is stored through `body`, followed by `tail`
+/// (stored bytes that come after it in the representation). Commits it only if every byte
+/// arrived (the store also checks an announced length). Logged as `result` when complete.
+/// Returns the outcome and whether the response was committed.
+pub(super) async fn relay_storing<C: Responder>(
+    state: &State,
+    client: &mut C,
+    fetched: Fetched<'_>,
+    cache_status: &[u8],
+    (mut body, tail, result): (StoringBody, &[Bytes], ResultCode),
+) -> (Outcome, bool) {
+    let tee = Some(&mut body);
+    let relayed = relay(state, client, fetched, cache_status, tee, result).await;
+    if !relayed.body_complete {
         body.abort();
+        return (relayed.outcome, false);
     }
-    relayed.outcome
+    for chunk in tail {
+        body.append(chunk);
+    }
+    match body.finish() {
+        Ok(_) => (relayed.outcome, true),
+        Err(e) => {
+            tracing::debug!("not stored: {e}");
+            (relayed.outcome, false)
+        }
+    }
 }
 
 /// Another request is already fetching this URL: wait for its head, then stream its body as

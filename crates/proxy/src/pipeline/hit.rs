@@ -50,7 +50,9 @@ pub(super) async fn serve<C: Responder>(
     served.cache_status.write(CACHE_NAME, x.cache_status);
     let entry = obj.meta();
     let req = x.cx.req;
-    let plan = plan(req, &entry.meta, obj.body_len());
+    // A stored piece is planned against the whole representation's length (RFC 9111 §3.3).
+    let length = entry.piece.map_or(obj.body_len(), |p| p.complete);
+    let plan = plan(req, &entry.meta, length);
     let answer = StoredAnswer {
         plan,
         head_only: req.method() == Method::Head,
@@ -70,7 +72,7 @@ pub(super) async fn serve<C: Responder>(
 
 /// What a stored response answers to this request: a conditional is evaluated first (RFC 9110
 /// §13.2.2), then a range (§14.2).
-fn plan(req: &impl RequestView, meta: &StoredMeta, len: u64) -> HitPlan {
+pub(super) fn plan(req: &impl RequestView, meta: &StoredMeta, len: u64) -> HitPlan {
     let fields = req.fields();
     match evaluate_conditionals(req.method_raw(), &fields, meta) {
         ConditionalOutcome::NotModified => HitPlan::NotModified,

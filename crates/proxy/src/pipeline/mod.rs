@@ -11,6 +11,7 @@
 mod access;
 mod background;
 mod cache_flow;
+mod completion;
 mod connect;
 mod context;
 mod destination;
@@ -19,6 +20,7 @@ mod hit;
 mod intercepted;
 mod log;
 mod pass;
+mod pieces;
 mod query;
 mod request;
 mod responder;

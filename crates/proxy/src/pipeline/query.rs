@@ -8,7 +8,8 @@ use sepia_store::Object;
 
 use super::destination::Destination;
 use crate::cache::Meta;
-use crate::model::RequestView;
+use crate::model::{Outcome, RequestView};
+use sepia_observe::ResultCode;
 
 /// A request the cache looks up: its key and destination, and what it says about caching.
 pub(super) struct Query<'q> {
@@ -50,4 +51,10 @@ pub(super) fn selecting<T>(
             .vary_matches(o.secondary(), &fields, &mut scratch.borrow_mut())
     };
     with(&select)
+}
+
+/// RFC 9111 §5.2.1.7: only-if-cached and nothing usable stored. Squid 5.7 logs it
+/// `TCP_MISS/504 … HIER_NONE/-`.
+pub(super) fn gateway_timeout() -> Outcome {
+    Outcome::local(504, "only-if-cached: not in cache").logged_as(ResultCode::TcpMiss)
 }

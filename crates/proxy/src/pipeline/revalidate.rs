@@ -34,6 +34,7 @@ pub(super) async fn revalidate<C: Responder>(
         strip: true,
         if_none_match: v.if_none_match,
         if_modified_since: v.if_modified_since,
+        range: None,
     };
     let request_time = unix_now();
     let cx = x.cx;

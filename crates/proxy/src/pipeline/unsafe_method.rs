@@ -38,7 +38,7 @@ pub(super) async fn answer<C: Responder>(
             fields.first(HeaderId::ContentLocation),
         );
         for k in stale.iter() {
-            cache.store.purge(k);
+            cache.purge(k);
         }
         // "A cached POST response can be reused to satisfy a later GET or HEAD request" when it
         // has explicit freshness and a Content-Location that is its target URI (§9.3.3).

@@ -13,5 +13,5 @@ mod upstreams;
 pub use fetch_error::FetchError;
 pub use h1::exchange::{fetch, fetch_prepared, prepare, Fetched, OriginRequest, Scratch};
 pub use origins::{Origins, OwnedOrigins};
-pub use request::{Conditionals, Upstream};
+pub use request::{Conditionals, RangeAsk, Upstream};
 pub use upstreams::Upstreams;

@@ -14,11 +14,24 @@ pub struct Upstream<'a> {
 
 /// How the client's conditional fields reach the origin. A cache fill strips them (the
 /// cache answers them itself from the stored response, RFC 9111 §4.3.2); a revalidation
-/// replaces them with the stored response's validators (§4.3.1).
+/// replaces them with the stored response's validators (§4.3.1); completing a stored piece
+/// asks for the missing bytes in place of the client's Range (RFC 9111 §3.4).
 pub struct Conditionals<'a> {
     pub strip: bool,
     pub if_none_match: Option<&'a [u8]>,
     pub if_modified_since: Option<&'a [u8]>,
+    /// Sent in place of the client's Range and If-Range.
+    pub range: Option<RangeAsk<'a>>,
+}
+
+/// The bytes a cache asks for to complete a stored piece, only if the representation is
+/// still the one the piece belongs to.
+pub struct RangeAsk<'a> {
+    /// The Range value (`bytes=first-last`).
+    pub range: &'a [u8],
+    /// The If-Range value: the piece's strong entity tag (RFC 9110 §13.1.5), so that a
+    /// changed representation comes back whole (200) instead of as a range of other bytes.
+    pub if_range: &'a [u8],
 }
 
 impl Conditionals<'static> {
@@ -26,10 +39,12 @@ impl Conditionals<'static> {
         strip: false,
         if_none_match: None,
         if_modified_since: None,
+        range: None,
     };
     pub const STRIP: Conditionals<'static> = Conditionals {
         strip: true,
         if_none_match: None,
         if_modified_since: None,
+        range: None,
     };
 }

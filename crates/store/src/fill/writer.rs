@@ -167,6 +167,17 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
         self.received
     }
 
+    /// The published head as an object with an empty body (what collapsed readers see): for
+    /// a writer that answers its own client from the head it stored.
+    pub fn object(&self) -> Arc<Object<M>> {
+        let core = self
+            .core
+            .as_ref()
+            .expect("a BodyWriter always holds its core until consumed");
+        let st = core.shared.lock();
+        Arc::clone(&st.head.as_ref().expect("published before the body").object)
+    }
+
     /// Whether the object has outgrown the maximum object size: it will not be stored,
     /// but attached readers still receive every chunk.
     pub fn is_too_big(&self) -> bool {

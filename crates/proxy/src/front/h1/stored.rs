@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{write_content_range, Fields, RangeOutcome, NOT_MODIFIED_FIELDS};
 use sepia_http1::{end_head, put_header, put_header_u64, put_status_line, reason_phrase, Version};
-use sepia_store::{Body, BodyFile, Object};
+use sepia_store::{slice_chunks, Body, BodyFile, Object};
 
 use super::client_io::ClientIo;
 use crate::cache::Meta;
@@ -52,6 +52,9 @@ pub(super) fn plan_head(
 ) -> After {
     let entry = obj.meta();
     let len = obj.body_len();
+    // A stored piece of a representation (RFC 9111 §3.3) is only ever answered in part.
+    let (offset, complete) = entry.piece.map_or((0, len), |p| (p.first, p.complete));
+    debug_assert!(entry.piece.is_none() || !matches!(answer.plan, HitPlan::Full));
     head.clear();
     match answer.plan {
         // RFC 9110 §15.4.5: a 304 carries the fields a 200 would have that describe it.
@@ -84,10 +87,23 @@ pub(super) fn plan_head(
         HitPlan::Partial { start, end } => {
             let stored = entry.layout.fields(obj.head());
             let partial = b"Partial Content";
-            let (rebuilt, _) = stored_head::build(206, partial, || stored.lines(), wire.via);
-            put_content_range(head, RangeOutcome::Partial { start, end }, len);
+            // The 206's own Content-Range follows; a stored one would contradict it.
+            let lines = || {
+                stored
+                    .lines()
+                    .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-range"))
+            };
+            let (rebuilt, _) = stored_head::build(206, partial, lines, wire.via);
+            put_content_range(head, RangeOutcome::Partial { start, end }, complete);
             per_hit(head, Some(end - start + 1), answer, wire);
-            let end = if answer.head_only { start } else { end + 1 };
+            // Offsets in the representation, made offsets in the stored body (a piece's
+            // starts at its first byte; the pipeline planned a range the piece holds).
+            let start = start - offset;
+            let end = if answer.head_only {
+                start
+            } else {
+                end + 1 - offset
+            };
             After::Rebuilt {
                 head: rebuilt,
                 start,
@@ -98,7 +114,7 @@ pub(super) fn plan_head(
             // A minimal 416 (RFC 9110 §15.5.17), not the stored fields: their freshness would
             // let a downstream cache keep the error in place of the content.
             put_status_line(head, Version::Http11, 416, reason_phrase(416));
-            put_content_range(head, RangeOutcome::Unsatisfiable, len);
+            put_content_range(head, RangeOutcome::Unsatisfiable, complete);
             per_hit(head, Some(0), answer, wire);
             After::Nothing
         }
@@ -123,7 +139,7 @@ pub(super) async fn write(
         _ if start == end => &[],
         Body::Chunks(chunks) if start == 0 && end == obj.body_len() => chunks,
         Body::Chunks(chunks) => {
-            part = slice_chunks(chunks, start, end - 1);
+            part = slice_chunks(chunks, start, end);
             &part
         }
         Body::File(file) if io.conn.tcp().is_some() => {
@@ -186,24 +202,6 @@ fn put_content_range(out: &mut BytesMut, range: RangeOutcome, len: u64) {
     put_header(out, b"Content-Range", &value);
 }
 
-/// The body slices covering bytes `start..=end` of the chunks.
-fn slice_chunks(chunks: &[Bytes], start: u64, end: u64) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    let mut offset = 0u64;
-    for chunk in chunks {
-        let len = chunk.len() as u64;
-        let (lo, hi) = (offset, offset + len);
-        offset = hi;
-        if hi <= start || lo > end {
-            continue;
-        }
-        let from = start.saturating_sub(lo) as usize;
-        let to = ((end + 1).min(hi) - lo) as usize;
-        out.push(chunk.slice(from..to));
-    }
-    out
-}
-
 /// Writes `head`, the per-hit block in `io.head_buf`, then the body, in as few gather writes
 /// as the slice limit allows. Returns the bytes written.
 async fn write_with_body(
@@ -247,24 +245,4 @@ async fn write_with_file(
         send_file_within(tcp, file, start, end, limit).await?;
     }
     Ok((head.len() + io.head_buf.len()) as u64 + (end - start))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn range_slices_cross_chunk_boundaries() {
-        let chunks = [
-            Bytes::from_static(b"0123"),
-            Bytes::from_static(b"4567"),
-            Bytes::from_static(b"89"),
-        ];
-        let joined = |v: Vec<Bytes>| v.iter().flat_map(|b| b.to_vec()).collect::<Vec<u8>>();
-        assert_eq!(joined(slice_chunks(&chunks, 0, 9)), b"0123456789");
-        assert_eq!(joined(slice_chunks(&chunks, 3, 5)), b"345");
-        assert_eq!(joined(slice_chunks(&chunks, 4, 7)), b"4567");
-        assert_eq!(joined(slice_chunks(&chunks, 9, 9)), b"9");
-        assert_eq!(joined(slice_chunks(&chunks, 0, 0)), b"0");
-    }
 }

@@ -63,6 +63,10 @@ fn put_received_fields(out: &mut BytesMut, fields: &impl FieldView, parts: &Head
         if is_hop(f, &connection) || (parts.cond.strip && is_conditional(f.id)) {
             continue;
         }
+        let replaced_range = matches!(f.id, HeaderId::Range | HeaderId::IfRange);
+        if replaced_range && parts.cond.range.is_some() {
+            continue;
+        }
         match f.id {
             // Sepia writes these itself; Expect is answered by Sepia (100 Continue) and
             // Proxy-Authorization is meant for this proxy, never for the origin (RFC 9110 §11.7.2).
@@ -119,12 +123,17 @@ fn put_own_fields(out: &mut BytesMut, parts: &HeadParts<'_>, xff_written: bool) 
     if let Some(date) = parts.cond.if_modified_since {
         put_header(out, b"If-Modified-Since", date);
     }
+    if let Some(ask) = &parts.cond.range {
+        put_header(out, b"Range", ask.range);
+        put_header(out, b"If-Range", ask.if_range);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::h1::parsed::request as parse_req;
+    use crate::upstream::request::RangeAsk;
 
     fn policy(xff: XForwardedFor, forwarded: bool) -> HeaderPolicy {
         HeaderPolicy {
@@ -192,12 +201,23 @@ mod tests {
             strip: true,
             if_none_match: Some(b"\"stored\""),
             if_modified_since: None,
+            range: None,
         });
         assert!(revalidating.contains("If-None-Match: \"stored\"\r\n"));
         assert!(!revalidating.contains("client") && !revalidating.contains("If-Modified-Since"));
         assert_eq!(revalidating.matches("If-None-Match").count(), 1);
         let passed = head_with(&Conditionals::AS_RECEIVED);
         assert!(passed.contains("If-None-Match: \"client\"") && passed.contains("If-Range: x"));
+        let completing = head_with(&Conditionals {
+            range: Some(RangeAsk {
+                range: b"bytes=5-9",
+                if_range: b"\"piece\"",
+            }),
+            ..Conditionals::STRIP
+        });
+        assert!(completing.contains("Range: bytes=5-9\r\nIf-Range: \"piece\"\r\n"));
+        assert_eq!(completing.matches("If-Range").count(), 1, "{completing}");
+        assert!(!completing.contains("If-Range: x"));
     }
 
     #[test]

@@ -1,0 +1,256 @@
+//! Range requests and the pieces of representations the cache keeps for them (RFC 9111 §3.3):
+//! a `GET` with a `Range` that no complete stored response answers is answered from a stored
+//! piece holding the bytes it asks for, or forwarded; a single-range `206` with a strong
+//! validator coming back is kept as a piece, combined with the stored one when both carry the
+//! same strong validator (§3.4), and stored as the complete response once the pieces cover
+//! the whole representation.
+//!
+//! Pieces live under their own key (`cache::piece_key`): a lookup for a whole response never
+//! finds one, so a piece can only ever be answered in part. Completing a piece on a full `GET`
+//! is `completion.rs`.
+
+use bytes::Bytes;
+use sepia_cache_policy::{
+    evaluate, is_storable_piece, is_strong_validator, same_strong_validator, vary_key_of,
+    CacheStatus, Decision, Forward, Piece, StoredMeta, VaryKey,
+};
+use sepia_observe::ResultCode;
+use sepia_store::{slice_chunks, FillWriter, Lookup, Object};
+
+use super::context::{Ctx, Exchange};
+use super::fill::{relay_storing, store_and_relay, Storing};
+use super::hit::{self, Served};
+use super::pass::{self, relay};
+use super::query::{gateway_timeout, selecting, Query};
+use super::responder::{HitPlan, Responder};
+use crate::cache::{piece_key, publish_response, unix_now, Cache, Meta, Publishing, CACHE_NAME};
+use crate::model::{BodyLength, Outcome, RequestView, ResponseView};
+use crate::upstream::Fetched;
+
+/// A `GET` with a `Range` and no complete stored response to answer it.
+pub(super) async fn answer_range<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    cache: &Cache,
+    q: &Query<'_>,
+) -> Outcome {
+    let mut key = Vec::new();
+    piece_key(q.key, &mut key);
+    let stored = selecting(x.cx.req, |select| cache.store.lookup_no_fill(&key, select));
+    if let Some(obj) = &stored {
+        if let Some(status) = answerable(x.cx.req, q, obj) {
+            return hit::serve(x, obj, Served::hit(q.now, status)).await;
+        }
+    }
+    if q.rcc.only_if_cached() {
+        return gateway_timeout();
+    }
+    let fwd = if stored.is_some() {
+        Forward::Partial
+    } else {
+        Forward::UriMiss
+    };
+    let request_time = unix_now();
+    let cx = x.cx;
+    let fetched = match pass::fetch(cx, x.client, x.origin, &q.dest.upstream).await {
+        Ok(fetched) => fetched,
+        Err(e) => return e.outcome(),
+    };
+    let kept = Kept {
+        cache,
+        q,
+        piece_key: &key,
+        stored: stored.as_deref(),
+        request_time,
+        fwd,
+    };
+    keep_and_relay(cx, x.client, x.cache_status, fetched, kept).await
+}
+
+/// The Cache-Status of answering the request from the stored piece `obj`, if it can: usable
+/// without the origin, and the answer (a range, 304, 412 or 416) needs no byte it lacks.
+fn answerable<'q>(
+    req: &impl RequestView,
+    q: &Query<'q>,
+    obj: &Object<Meta>,
+) -> Option<CacheStatus<'q>> {
+    let entry = obj.meta();
+    let piece = entry.piece?;
+    let ttl = match evaluate(&entry.meta, &q.rcc, q.now, q.policy) {
+        Decision::Fresh(f) | Decision::StaleAllowed(f) => f.ttl(),
+        // No background refresh of pieces: a stale one is fetched again.
+        _ => return None,
+    };
+    let fits = match hit::plan(req, &entry.meta, piece.complete) {
+        HitPlan::Partial { start, end } => piece.holds(start, end),
+        HitPlan::Full => false,
+        HitPlan::NotModified | HitPlan::PreconditionFailed | HitPlan::Unsatisfiable => true,
+    };
+    fits.then(|| q.hit_status(&entry.meta, ttl))
+}
+
+/// What a range request's answer may be kept as.
+struct Kept<'a> {
+    cache: &'a Cache,
+    q: &'a Query<'a>,
+    piece_key: &'a [u8],
+    /// The stored piece found, fresh or not.
+    stored: Option<&'a Object<Meta>>,
+    request_time: u64,
+    fwd: Forward,
+}
+
+/// Relays the origin's answer to a range request, keeping it when it may be: a `200` as the
+/// complete response, a single-range `206` as a piece (combined with the stored one when
+/// they share a strong validator).
+async fn keep_and_relay<C: Responder>(
+    cx: Ctx<'_, C::Request>,
+    client: &mut C,
+    cache_status: &mut Vec<u8>,
+    fetched: Fetched<'_>,
+    k: Kept<'_>,
+) -> Outcome {
+    let status = fetched.head().status();
+    if status == 200 {
+        if let Some(writer) = writer_for(cx.req, k.cache, k.q.key) {
+            let storing = Storing {
+                policy: k.q.policy,
+                key: k.q.key,
+                writer,
+                request_time: k.request_time,
+                fwd: k.fwd,
+                result: ResultCode::TcpMiss,
+                judged_as_get: false,
+            };
+            return store_and_relay(cx, client, cache_status, fetched, storing).await;
+        }
+    }
+    let forwarded = CacheStatus::forward(k.fwd).with_fwd_status(status);
+    let new = (status == 206)
+        .then(|| judge(cx.req, &fetched, &k))
+        .flatten();
+    let whole = new.as_ref().is_some_and(|n| n.piece.is_complete());
+    let key = if whole { k.q.key } else { k.piece_key };
+    let writer = new.as_ref().and_then(|_| writer_for(cx.req, k.cache, key));
+    let (Some(new), Some(writer)) = (new, writer) else {
+        cache_status.clear();
+        forwarded.write(CACHE_NAME, cache_status);
+        let relayed = relay(
+            cx.state,
+            client,
+            fetched,
+            cache_status,
+            None,
+            ResultCode::TcpMiss,
+        );
+        return relayed.await.outcome;
+    };
+    let publishing = Publishing {
+        meta: new.meta,
+        length: BodyLength::Known(new.piece.len()),
+        via: cx.state.via(),
+        secondary: new.secondary,
+        piece: (!whole).then_some(new.piece),
+    };
+    let mut body = publish_response(writer, fetched.head(), publishing);
+    // The stored bytes before the new ones go in first; those after, once the new ones are in.
+    for chunk in &new.before {
+        body.append(chunk);
+    }
+    cache_status.clear();
+    forwarded.with_stored().write(CACHE_NAME, cache_status);
+    let stored = (body, &new.after[..], ResultCode::TcpMiss);
+    let (outcome, committed) = relay_storing(cx.state, client, fetched, cache_status, stored).await;
+    if committed && whole {
+        // The complete response replaces the pieces it was made of.
+        k.cache.store.purge(k.piece_key);
+    }
+    outcome
+}
+
+/// A writer to store a response under `key`, unless another request is storing one there.
+fn writer_for(req: &impl RequestView, cache: &Cache, key: &[u8]) -> Option<FillWriter<Meta>> {
+    match selecting(req, |select| cache.store.refresh(key, select)) {
+        Lookup::Miss(writer) => Some(writer),
+        Lookup::Hit(_) | Lookup::Pending(_) => None,
+    }
+}
+
+/// A `206` judged worth keeping: what it will be stored as.
+struct NewPiece {
+    meta: StoredMeta,
+    secondary: Bytes,
+    /// The bytes the stored body will hold: the new ones and those of the stored piece.
+    piece: Piece,
+    /// Stored bytes that come before the new ones, and after them.
+    before: Vec<Bytes>,
+    after: Vec<Bytes>,
+}
+
+/// Whether a `206` may be kept (RFC 9111 §3.3): one range with a complete length and exactly
+/// its content, a strong validator, storable as the incomplete `200` it stands for, and
+/// selectable by `Vary`. Combined with the stored piece when both carry the same strong
+/// validator and their bytes overlap or touch (§3.4); otherwise it replaces it.
+fn judge(req: &impl RequestView, fetched: &Fetched<'_>, k: &Kept<'_>) -> Option<NewPiece> {
+    let resp = fetched.head();
+    let fields = resp.fields();
+    let length = match fetched.body_length() {
+        BodyLength::Known(n) => Some(n),
+        BodyLength::None | BodyLength::Unknown => None,
+    };
+    let piece = Piece::of_response(&fields, length)?;
+    let meta = StoredMeta::from_response(
+        206,
+        &fields,
+        k.request_time,
+        unix_now(),
+        k.q.key,
+        k.q.policy,
+    );
+    let request_fields = req.fields();
+    let storable = is_storable_piece(req.method_raw(), &request_fields, &meta, k.q.policy);
+    let mut secondary = Vec::new();
+    let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
+    if !storable.is_storable()
+        || vary == VaryKey::Never
+        || !is_strong_validator(meta.etag.as_deref())
+        || !meta.is_worth_storing()
+        || !fetched.end_is_certain()
+    {
+        return None;
+    }
+    let secondary = Bytes::from(secondary);
+    let mut new = NewPiece {
+        meta,
+        secondary,
+        piece,
+        before: Vec::new(),
+        after: Vec::new(),
+    };
+    if let Some(stored) = k.stored {
+        combine(&mut new, stored);
+    }
+    Some(new)
+}
+
+/// Extends `new` with the bytes of the stored piece when they may be combined (§3.4): the same
+/// strong validator, the same variant, and no gap between them.
+fn combine(new: &mut NewPiece, stored: &Object<Meta>) {
+    let entry = stored.meta();
+    let Some(old) = entry.piece else { return };
+    let same = same_strong_validator(entry.meta.etag.as_deref(), new.meta.etag.as_deref())
+        && stored.secondary() == &new.secondary;
+    let Some(union) = new.piece.combined(&old).filter(|_| same) else {
+        return;
+    };
+    let Ok(chunks) = stored.body().to_chunks() else {
+        return;
+    };
+    // Offsets in the stored body of the bytes before and after the new piece.
+    let before_end = new.piece.first.saturating_sub(old.first).min(old.len());
+    let after_start = (new.piece.last + 1)
+        .saturating_sub(old.first)
+        .min(old.len());
+    new.before = slice_chunks(&chunks, 0, before_end);
+    new.after = slice_chunks(&chunks, after_start, old.len());
+    new.piece = union;
+}
