@@ -7,6 +7,8 @@
 //! | `/ranged/N/...` | N pattern bytes, max-age=60, `ETag: "ranged-N"` (strong), `Accept-Ranges: bytes`; one `Range` (`a-b`, `a-`, `-s`) answered 206 with `Content-Range`, unless an `If-Range` names another tag; anything else 200 |
 //! | `/ranged-weak/N/...` | the same with the weak `ETag: W/"ranged-N"` (an `If-Range` never matches it: RFC 9110 §13.1.5) |
 //! | `/ranged-changing/N/...` | the same with `ETag: "ranged-N-SERIAL"`: a new representation on every request |
+//! | `/ranged-bare/N/...` | like `/ranged/`, with `Content-Type: application/x-sepia-test` and `X-Representation: r1`, both left out of a 206 that answers `If-Range` (RFC 9110 §15.3.7 allows it) |
+//! | `/ranged-dying/N/...` | like `/ranged/`, but a 206 that answers `If-Range` sends half its content and closes |
 
 use std::io::{self, Write};
 use std::net::TcpStream;
@@ -28,6 +30,7 @@ pub(crate) fn respond(
         "ranged" => (format!("\"ranged-{n}\""), false),
         "ranged-weak" => (format!("W/\"ranged-{n}\""), true),
         "ranged-changing" => (format!("\"ranged-{n}-{serial}\""), false),
+        "ranged-bare" | "ranged-dying" => (format!("\"ranged-{n}\""), false),
         _ => return None,
     };
     let if_range_ok = req
@@ -37,9 +40,15 @@ pub(crate) fn respond(
         .header("range")
         .filter(|_| if_range_ok)
         .and_then(|v| byte_range(v, n));
+    let answers_if_range = range.is_some() && req.header("if-range").is_some();
+    let representation = match first {
+        "ranged-bare" if answers_if_range => "",
+        "ranged-bare" => "Content-Type: application/x-sepia-test\r\nX-Representation: r1\r\n",
+        _ => "Content-Type: application/octet-stream\r\n",
+    };
     let fields = format!(
         "{common}X-Serial: {serial}\r\nCache-Control: max-age=60\r\nETag: {etag}\r\n\
-         Accept-Ranges: bytes\r\nContent-Type: application/octet-stream\r\n"
+         Accept-Ranges: bytes\r\n{representation}"
     );
     let (status, start, end, extra) = match range {
         Some((a, b)) => (
@@ -55,12 +64,15 @@ pub(crate) fn respond(
         end - start
     )
     .into_bytes();
+    let dies = first == "ranged-dying" && answers_if_range;
+    let sent = if dies { (end - start) / 2 } else { end - start };
     if req.method != "HEAD" {
         let at = message.len();
-        message.resize(at + (end - start), 0);
+        message.resize(at + sent, 0);
         fill_pattern(start, &mut message[at..]);
     }
-    Some(out.write_all(&message).map(|()| Reply::KeepAlive))
+    let reply = if dies { Reply::Close } else { Reply::KeepAlive };
+    Some(out.write_all(&message).map(|()| reply))
 }
 
 /// The one satisfiable range of a `Range` value over `n` bytes: `first`, `last` (inclusive).

@@ -2,18 +2,26 @@
 //! a piece of its representation, answers later ranges it holds, is combined with pieces of the
 //! same validator, and is completed by asking the origin only for the bytes it lacks.
 
-use sepia_e2e::fixtures::reverse;
+use std::time::Duration;
+
+use sepia_e2e::fixtures::{reverse, reverse_with};
 use sepia_e2e::{curl, pattern, Origin, RawClient, Response, Sepia};
 
 /// A GET of `path` with `Range: bytes=RANGE` (none when empty).
 fn get_range(sepia: &Sepia, path: &str, range: &str) -> Response {
+    get_with(sepia, path, range, "")
+}
+
+/// [`get_range`] with more request fields (`extra`, each line ending in CRLF).
+fn get_with(sepia: &Sepia, path: &str, range: &str, extra: &str) -> Response {
     let range = if range.is_empty() {
         String::new()
     } else {
         format!("Range: bytes={range}\r\n")
     };
     let mut client = RawClient::connect(sepia.addr());
-    client.send(format!("GET {path} HTTP/1.1\r\nHost: app\r\n{range}\r\n").as_bytes());
+    let head = format!("GET {path} HTTP/1.1\r\nHost: app\r\n{range}{extra}\r\n");
+    client.send(head.as_bytes());
     client.read_response()
 }
 
@@ -187,4 +195,149 @@ fn an_unsafe_request_invalidates_the_pieces_of_its_target() {
         3,
         "the piece was invalidated (RFC 9111 §4.4)"
     );
+}
+
+#[test]
+fn a_piece_inside_the_representation_answers_from_its_own_offset() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged/1000/middle";
+    assert_piece(&get_range(&sepia, path, "200-599"), 200, 599, 1000);
+    assert_piece(&get_range(&sepia, path, "300-399"), 300, 399, 1000);
+    assert_piece(&get_range(&sepia, path, "200-200"), 200, 200, 1000);
+    assert_piece(&get_range(&sepia, path, "599-599"), 599, 599, 1000);
+    assert_eq!(origin.request_count(), 1, "all answered from the piece");
+    // Bytes before and after it are not held; a full GET cannot be completed with one range.
+    assert_piece(&get_range(&sepia, path, "150-250"), 150, 250, 1000);
+    assert_eq!(origin.request_count(), 2);
+    let whole = get_range(&sepia, path, "");
+    assert_eq!(whole.body, pattern(1000));
+    assert_eq!(
+        last_range(&origin).0,
+        None,
+        "two ranges missing: fetched whole"
+    );
+}
+
+#[test]
+fn a_piece_answers_conditionals_with_its_validator() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged/1000/conditional";
+    get_range(&sepia, path, "0-399");
+    let not_modified = get_with(&sepia, path, "0-99", "If-None-Match: \"ranged-1000\"\r\n");
+    assert_eq!(not_modified.status, 304, "{}", not_modified.raw_head);
+    assert_eq!(not_modified.header("etag"), Some("\"ranged-1000\""));
+    let failed = get_with(&sepia, path, "0-99", "If-Match: \"other\"\r\n");
+    assert_eq!(failed.status, 412);
+    assert_eq!(origin.request_count(), 1, "both answered from the piece");
+}
+
+#[test]
+fn a_piece_before_the_stored_one_combines_with_it() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged/1000/before";
+    get_range(&sepia, path, "600-999");
+    get_range(&sepia, path, "100-649");
+    assert_piece(&get_range(&sepia, path, "100-999"), 100, 999, 1000);
+    assert_eq!(origin.request_count(), 2);
+    // Only bytes 0-99 are missing: one range completes it.
+    let whole = get_range(&sepia, path, "");
+    assert_eq!(whole.body, pattern(1000));
+    assert_eq!(last_range(&origin).0.as_deref(), Some("bytes=0-99"));
+}
+
+#[test]
+fn fields_a_206_to_if_range_leaves_out_are_kept_from_the_stored_piece() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged-bare/1000/fields";
+    let first = get_range(&sepia, path, "0-399");
+    assert_eq!(
+        first.header("content-type"),
+        Some("application/x-sepia-test")
+    );
+    let completed = get_range(&sepia, path, "");
+    assert_eq!(completed.status, 200);
+    assert_eq!(completed.body, pattern(1000));
+    assert_eq!(
+        last_range(&origin).1.as_deref(),
+        Some("\"ranged-1000\""),
+        "completed with If-Range"
+    );
+    for resp in [&completed, &get_range(&sepia, path, "")] {
+        assert_eq!(
+            resp.header("content-type"),
+            Some("application/x-sepia-test")
+        );
+        assert_eq!(resp.header("x-representation"), Some("r1"));
+    }
+    assert_eq!(origin.request_count(), 2, "the second full GET was a hit");
+}
+
+#[test]
+fn a_206_to_a_clients_if_range_is_not_kept_on_its_own() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged-bare/1000/client-if-range";
+    let if_range = "If-Range: \"ranged-1000\"\r\n";
+    let bare = get_with(&sepia, path, "0-399", if_range);
+    assert_piece(&bare, 0, 399, 1000);
+    assert_eq!(bare.header("content-type"), None, "the origin left it out");
+    get_range(&sepia, path, "0-99");
+    assert_eq!(
+        origin.request_count(),
+        2,
+        "nothing was kept without its fields"
+    );
+}
+
+#[test]
+fn an_origin_dying_during_a_completion_leaves_nothing_incomplete() {
+    let (origin, sepia) = reverse();
+    let path = "/ranged-dying/1000/dies";
+    get_range(&sepia, path, "0-399");
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(format!("GET {path} HTTP/1.1\r\nHost: app\r\n\r\n").as_bytes());
+    let received = client.read_until_close();
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let body_at = text.find("\r\n\r\n").expect("a head") + 4;
+    assert!(
+        received.len() - body_at < 1000,
+        "the client saw the connection close short of the length it was promised"
+    );
+    // Nothing was stored: the next full GET completes again.
+    let mut again = RawClient::connect(sepia.addr());
+    again.set_read_timeout(Duration::from_secs(5));
+    again.send(format!("GET {path} HTTP/1.1\r\nHost: app\r\n\r\n").as_bytes());
+    let _ = again.read_until_close();
+    assert_eq!(origin.request_count(), 3);
+    assert_eq!(last_range(&origin).0.as_deref(), Some("bytes=400-999"));
+}
+
+#[test]
+fn pieces_kept_in_body_files_are_answered_and_completed() {
+    let (origin, sepia) = reverse_with("[cache]\nsendfile_min = \"64KiB\"\n");
+    let len = 400_000;
+    let path = format!("/ranged/{len}/files");
+    assert_piece(&get_range(&sepia, &path, "0-249999"), 0, 249_999, len);
+    // The first hit moves the body into a file; the others are sent from it.
+    for _ in 0..3 {
+        assert_piece(
+            &get_range(&sepia, &path, "123457-200000"),
+            123_457,
+            200_000,
+            len,
+        );
+    }
+    assert_eq!(origin.request_count(), 1);
+    let whole = get_range(&sepia, &path, "");
+    assert!(
+        whole.body == pattern(len),
+        "stored bytes read back from the file, then the origin's"
+    );
+    assert_eq!(
+        last_range(&origin).0.as_deref(),
+        Some("bytes=250000-399999")
+    );
+    let hit = get_range(&sepia, &path, "");
+    assert!(hit.body == pattern(len));
+    assert_eq!(origin.request_count(), 2);
 }

@@ -23,7 +23,8 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(lines.source, PolicySource::Targeted(0));
     for line in text.split('\n') {
         assert!(
-            line.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)),
+            line.bytes()
+                .all(|b| b == b'\t' || (0x20..0x7f).contains(&b)),
             "a field with control bytes decided: {line:?}"
         );
     }
@@ -32,5 +33,8 @@ fuzz_target!(|data: &[u8]| {
         &FieldList::from_pairs(&[("CDN-Cache-Control", joined.as_str())]),
         &targets,
     );
-    assert_eq!(one, lines, "lines and their comma-joined value decide alike");
+    assert_eq!(
+        one, lines,
+        "lines and their comma-joined value decide alike"
+    );
 });

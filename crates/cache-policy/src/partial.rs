@@ -78,6 +78,15 @@ impl Piece {
         })
     }
 
+    /// Where, in this (stored) piece's bytes, those before `new` end and those after `new`
+    /// start: a combination of the two (see [`Piece::combined`]) is this piece's bytes
+    /// `0..before_end`, then `new`'s, then this piece's `after_start..len`.
+    pub fn around(&self, new: &Piece) -> (u64, u64) {
+        let before_end = new.first.saturating_sub(self.first).min(self.len());
+        let after_start = (new.last + 1).saturating_sub(self.first).min(self.len());
+        (before_end, after_start.max(before_end))
+    }
+
     /// The one range (`first`, `last`) whose bytes would make it complete: the tail after a
     /// piece that starts the representation, or the head before one that ends it. `None`
     /// when it is complete or when bytes are missing on both sides (two ranges would need a
@@ -187,6 +196,35 @@ mod tests {
         assert!(!piece(2, 6, 10).holds(1, 6));
         assert!(!piece(2, 6, 10).holds(2, 7));
         assert_eq!(piece(2, 6, 10).len(), 5);
+    }
+
+    #[test]
+    fn a_combination_keeps_the_stored_bytes_around_the_new_ones() {
+        // (stored, new, stored bytes kept before, stored bytes kept from)
+        let cases = [
+            // New after the stored bytes, overlapping: stored 0..5 before, nothing after.
+            (piece(0, 6, 10), piece(5, 9, 10), (5, 7)),
+            // New before, overlapping: nothing before, stored bytes from offset 3 (byte 6).
+            (piece(3, 9, 10), piece(0, 5, 10), (0, 3)),
+            // New inside: bytes 2-3 before, 7-9 after.
+            (piece(2, 9, 10), piece(4, 6, 10), (2, 5)),
+            // New covering it all: nothing kept.
+            (piece(2, 6, 10), piece(0, 9, 10), (0, 5)),
+            // Touching: all of it before, or all of it after.
+            (piece(0, 4, 10), piece(5, 9, 10), (5, 5)),
+            (piece(5, 9, 10), piece(0, 4, 10), (0, 0)),
+        ];
+        for (stored, new, expected) in cases {
+            let (before_end, after_start) = stored.around(&new);
+            assert_eq!(
+                (before_end, after_start),
+                expected,
+                "{stored:?} around {new:?}"
+            );
+            let union = stored.combined(&new).expect("they touch");
+            let kept = before_end + (stored.len() - after_start);
+            assert_eq!(kept + new.len(), union.len(), "{stored:?} + {new:?}");
+        }
     }
 
     #[test]

@@ -7,13 +7,17 @@
 mod entry;
 mod publish;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use nix::sys::resource::{getrlimit, Resource};
 use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
 use sepia_config::{CacheConfig, Listener};
 use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
 
 pub use entry::Meta;
-pub use publish::{freshened, publish_response, republish, Publishing, StoringBody};
+pub use publish::{
+    body_range, freshened, publish_fields, publish_response, republish, Publishing, StoringBody,
+};
 
 /// Name this cache uses in Cache-Status (RFC 9211 §2).
 pub const CACHE_NAME: &str = "sepia";
@@ -26,6 +30,9 @@ pub struct Cache {
     /// The policy without targeted fields.
     base: PolicyConfig,
     pub config: CacheConfig,
+    /// A piece of a representation (RFC 9111 §3.3) has been kept since start: until then a
+    /// miss does not look for one to complete, which would cost every miss a lookup.
+    pieces_kept: AtomicBool,
 }
 
 impl Cache {
@@ -33,6 +40,16 @@ impl Cache {
     /// by.
     pub fn policy(&self, listener: usize) -> &PolicyConfig {
         self.policies.get(listener).unwrap_or(&self.base)
+    }
+
+    /// Whether a piece may be stored (one was kept since start).
+    pub fn may_hold_pieces(&self) -> bool {
+        self.pieces_kept.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a piece is being kept.
+    pub fn keeping_pieces(&self) {
+        self.pieces_kept.store(true, Ordering::Relaxed);
     }
 
     /// Removes every stored response of `primary`, its pieces included (PURGE, and
@@ -81,6 +98,7 @@ impl Cache {
             policies,
             base: policy,
             config: config.clone(),
+            pieces_kept: AtomicBool::new(false),
         }))
     }
 }

@@ -1,6 +1,7 @@
 //! Publishing responses into the store: a new response while it is relayed (its head now,
 //! its body piece by piece), a stored one freshened by a 304 (RFC 9111 §4.3.4).
 
+use std::io;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -8,7 +9,8 @@ use sepia_cache_policy::{
     freshen_headers, Fields, Piece, PolicyConfig, StoredFieldFilter, StoredMeta,
 };
 use sepia_store::{
-    BodyLength as StoredLength, BodyWriter, FillWriter, FinishError, FinishOutcome, Object,
+    slice_chunks, Body, BodyLength as StoredLength, BodyWriter, FillWriter, FinishError,
+    FinishOutcome, Object,
 };
 
 use super::entry::{Entry, Meta};
@@ -83,6 +85,18 @@ pub fn publish_response(
     resp: &impl ResponseView,
     publishing: Publishing<'_>,
 ) -> StoringBody {
+    let head = (resp.status(), resp.reason());
+    publish_fields(writer, head, &resp.fields(), publishing)
+}
+
+/// [`publish_response`] for a response given as its status, reason and fields: the fields a
+/// combination of a stored piece and a new `206` keeps (RFC 9111 §3.4).
+pub fn publish_fields(
+    writer: FillWriter<Meta>,
+    (status, reason): (u16, &[u8]),
+    fields: &impl Fields,
+    publishing: Publishing<'_>,
+) -> StoringBody {
     let Publishing {
         mut meta,
         length,
@@ -90,13 +104,16 @@ pub fn publish_response(
         secondary,
         piece,
     } = publishing;
-    let (status, reason) = match resp.status() {
-        206 => (200, &b"OK"[..]),
-        status => (status, resp.reason()),
+    // A 206's Content-Range describes that message's content, not what is stored: each answer
+    // from a piece writes its own.
+    let partial = status == 206;
+    let (status, reason) = if partial {
+        (200, &b"OK"[..])
+    } else {
+        (status, reason)
     };
     meta.status = status;
-    let fields = resp.fields();
-    let filter = StoredFieldFilter::new(&fields, true);
+    let filter = StoredFieldFilter::new(fields, true);
     let kept = filter.kept();
     let length = match length {
         BodyLength::Known(n) => StoredLength::Known(n),
@@ -107,14 +124,15 @@ pub fn publish_response(
         StoredLength::Known(n) if n <= BODY_WITH_HEAD_MAX => n as usize,
         StoredLength::Known(_) | StoredLength::Unknown => 0,
     };
-    // A 206's Content-Range describes that message's content, not what is stored: each answer
-    // from a piece writes its own.
-    let partial = resp.status() == 206;
-    let lines = || {
-        kept.iter()
-            .filter(move |(name, _)| !(partial && name.eq_ignore_ascii_case(b"content-range")))
+    let (mut buf, layout) = if partial {
+        let lines = || {
+            kept.iter()
+                .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-range"))
+        };
+        stored_head::build_with_room(status, reason, lines, via, room)
+    } else {
+        stored_head::build_with_room(status, reason, || kept.iter(), via, room)
     };
-    let (mut buf, layout) = stored_head::build_with_room(status, reason, lines, via, room);
     let head = if room == 0 {
         std::mem::take(&mut buf).freeze()
     } else {
@@ -124,6 +142,20 @@ pub fn publish_response(
     StoringBody {
         writer: writer.publish_head(head, entry, secondary, length),
         room: buf,
+    }
+}
+
+/// Bytes `start..end` of a stored body, as slices of its chunks, or read back from its file
+/// on a blocking thread (a piece kept in a file can be megabytes).
+pub async fn body_range(obj: &Object<Meta>, start: u64, end: u64) -> io::Result<Vec<Bytes>> {
+    match obj.body() {
+        Body::Chunks(chunks) => Ok(slice_chunks(chunks, start, end)),
+        Body::File(file) => {
+            let file = Arc::clone(file);
+            let read = tokio::task::spawn_blocking(move || file.read_all());
+            let bytes = read.await.map_err(io::Error::other)??;
+            Ok(slice_chunks(&[bytes], start, end))
+        }
     }
 }
 

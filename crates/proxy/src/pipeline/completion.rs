@@ -1,74 +1,82 @@
 //! Completing a stored piece (RFC 9111 §3.4): a full `GET` that misses, for a representation
 //! of which the cache holds the first or the last bytes under a strong validator, asks the
 //! origin only for the missing range, `If-Range` that validator (RFC 9110 §13.1.5). A `206`
-//! of exactly that range, with the same strong validator, is combined with the stored bytes:
-//! the client gets the complete `200`, which is stored whole. A `200` (the representation
-//! changed) is relayed and stored as any miss's. Anything else is dropped and the whole
-//! response fetched again: the client asked for all of it.
+//! of exactly that range, with the same strong validator, is combined with the stored bytes
+//! (its fields updating the stored ones): the client gets the complete `200`, which is stored
+//! whole. A `200` (the representation changed) is relayed and stored as any miss's, and the
+//! piece goes. Anything else is dropped and the whole response fetched again: the client asked
+//! for all of it.
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use sepia_cache_policy::{
-    is_storable_piece, is_strong_validator, same_strong_validator, vary_key_of, CacheStatus,
-    Fields, Forward, Piece, StoredMeta, VaryKey,
-};
+use sepia_cache_policy::{is_strong_validator, CacheStatus, Fields, Forward, Piece};
 use sepia_observe::ResultCode;
 use sepia_store::{FillWriter, Object};
 
+use super::combine::{judge_piece, Judging, NewPiece};
 use super::context::{Ctx, Exchange};
 use super::fill::{store_and_relay, Storing};
 use super::pass;
 use super::query::{selecting, Query};
 use super::responder::{HitPlan, Responder, StoredAnswer};
 use crate::cache::{
-    piece_key, publish_response, unix_now, with_piece_key, Cache, Meta, Publishing, StoringBody,
+    piece_key, publish_fields, unix_now, with_piece_key, Cache, Meta, Publishing, StoringBody,
     CACHE_NAME,
 };
 use crate::model::{BodyLength, BodyPiece, HeaderId, Outcome, RequestView, ResponseView};
 use crate::upstream::{Conditionals, Fetched, RangeAsk};
 
-/// A stored piece that one range would complete, with its bytes.
+/// A stored piece that one range would complete.
 pub(super) struct Completable {
     /// The key it is stored under.
     key: Vec<u8>,
     obj: Arc<Object<Meta>>,
-    piece: Piece,
-    /// The range that completes it: `first`, `last`.
-    missing: (u64, u64),
-    chunks: Vec<Bytes>,
+    /// The range that completes it.
+    missing: Piece,
 }
 
 /// The stored piece of the requested representation that one range request would complete,
-/// if there is one: it needs a strong validator to ask `If-Range` with.
+/// if there is one: it needs a strong validator to ask `If-Range` with, and the request must
+/// not be one whose answer could not be kept, or that the origin could refuse on its own
+/// conditions (`If-Match`, `If-Unmodified-Since`): then the range request would be wasted.
 pub(super) fn completable(
     cache: &Cache,
     req: &impl RequestView,
     q: &Query<'_>,
 ) -> Option<Completable> {
+    if !cache.may_hold_pieces() {
+        return None;
+    }
+    let fields = req.fields();
+    let refused = [
+        HeaderId::Authorization,
+        HeaderId::IfMatch,
+        HeaderId::IfUnmodifiedSince,
+    ];
+    if q.rcc.no_store() || refused.iter().any(|&id| fields.contains(id)) {
+        return None;
+    }
     let lookup = |key: &[u8]| selecting(req, |select| cache.store.lookup_no_fill(key, select));
     let obj = with_piece_key(q.key, lookup)?;
     let entry = obj.meta();
     let piece = entry.piece?;
-    let missing = piece.missing()?;
+    let (first, last) = piece.missing()?;
     if !is_strong_validator(entry.meta.etag.as_deref()) {
         return None;
     }
-    // Read now, so that a body file that cannot be read back costs no origin request.
-    let chunks = obj.body().to_chunks().ok()?.into_owned();
     let mut key = Vec::new();
     piece_key(q.key, &mut key);
-    Some(Completable {
-        key,
-        obj,
-        piece,
-        missing,
-        chunks,
-    })
+    let missing = Piece {
+        first,
+        last,
+        complete: piece.complete,
+    };
+    Some(Completable { key, obj, missing })
 }
 
 /// Asks the origin for the missing range of `c` and answers the full `GET` with the completed
-/// response; `None` when the answer was not that range (the caller fetches the whole).
+/// response. Gives the writer back when the answer was not that range (the caller then fetches
+/// the whole response).
 pub(super) async fn complete<C: Responder>(
     x: &mut Exchange<'_, C>,
     cache: &Cache,
@@ -77,7 +85,7 @@ pub(super) async fn complete<C: Responder>(
     c: Completable,
 ) -> Result<Outcome, FillWriter<Meta>> {
     let etag = c.obj.meta().meta.etag.clone().unwrap_or_default();
-    let range = format!("bytes={}-{}", c.missing.0, c.missing.1);
+    let range = format!("bytes={}-{}", c.missing.first, c.missing.last);
     let cond = Conditionals {
         range: Some(RangeAsk {
             range: range.as_bytes(),
@@ -95,6 +103,8 @@ pub(super) async fn complete<C: Responder>(
         }
     };
     if fetched.head().status() == 200 {
+        // A new representation: the piece of the old one goes.
+        cache.store.purge(&c.key);
         let storing = Storing {
             policy: q.policy,
             key: q.key,
@@ -106,62 +116,36 @@ pub(super) async fn complete<C: Responder>(
         };
         return Ok(store_and_relay(cx, x.client, x.cache_status, fetched, storing).await);
     }
-    let Some((meta, secondary)) = judge(cx.req, &fetched, q, &c, request_time) else {
+    let judging = Judging {
+        q,
+        request_time,
+        stored: Some(&c.obj),
+        alone: false,
+    };
+    let new = match fetched.head().status() {
+        206 => judge_piece(cx.req, &fetched, &judging).await,
+        _ => None,
+    };
+    let Some(new) = new.filter(|n| n.received == c.missing && n.piece.is_complete()) else {
         // Dropped unread: the connection closes.
         return Err(writer);
     };
     let publishing = Publishing {
-        meta,
-        length: BodyLength::Known(c.piece.complete),
+        meta: new.meta.clone(),
+        length: BodyLength::Known(new.piece.len()),
         via: cx.state.via(),
-        secondary,
+        secondary: new.secondary.clone(),
         piece: None,
     };
-    let body = publish_response(writer, fetched.head(), publishing);
-    let done = Completed { body, c, cache };
-    Ok(answer(cx, x.client, x.cache_status, fetched, done).await)
+    let body = publish_fields(writer, (206, b"Partial Content"), &new.fields, publishing);
+    let done = Completed { body, new, cache };
+    Ok(answer(cx, x.client, x.cache_status, fetched, done, &c).await)
 }
 
-/// The origin's answer completes the piece: a `206` of exactly the missing range, under the
-/// same strong validator, storable, of the same variant. Returns its metadata and secondary
-/// key.
-fn judge(
-    req: &impl RequestView,
-    fetched: &Fetched<'_>,
-    q: &Query<'_>,
-    c: &Completable,
-    request_time: u64,
-) -> Option<(StoredMeta, Bytes)> {
-    let resp = fetched.head();
-    let fields = resp.fields();
-    let length = match fetched.body_length() {
-        BodyLength::Known(n) => Some(n),
-        BodyLength::None | BodyLength::Unknown => None,
-    };
-    let wanted = Piece {
-        first: c.missing.0,
-        last: c.missing.1,
-        complete: c.piece.complete,
-    };
-    let stored = &c.obj.meta().meta;
-    let exact = resp.status() == 206 && Piece::of_response(&fields, length) == Some(wanted);
-    if !exact || !same_strong_validator(stored.etag.as_deref(), fields.first(HeaderId::ETag)) {
-        return None;
-    }
-    let meta = StoredMeta::from_response(206, &fields, request_time, unix_now(), q.key, q.policy);
-    let request_fields = req.fields();
-    let storable = is_storable_piece(b"GET", &request_fields, &meta, q.policy);
-    let mut secondary = Vec::new();
-    let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
-    let same_variant = vary != VaryKey::Never && c.obj.secondary()[..] == secondary[..];
-    let keep = storable.is_storable() && same_variant && meta.is_worth_storing();
-    (keep && fetched.end_is_certain()).then(|| (meta, Bytes::from(secondary)))
-}
-
-/// The completed response being stored, and where its stored bytes come from.
+/// The completed response being stored, and the stored bytes around the new ones.
 struct Completed<'a> {
     body: StoringBody,
-    c: Completable,
+    new: NewPiece,
     cache: &'a Cache,
 }
 
@@ -174,29 +158,30 @@ async fn answer<C: Responder>(
     cache_status: &mut Vec<u8>,
     mut fetched: Fetched<'_>,
     done: Completed<'_>,
+    c: &Completable,
 ) -> Outcome {
-    let Completed { mut body, c, cache } = done;
+    let Completed {
+        mut body,
+        new,
+        cache,
+    } = done;
     let obj = body.object();
     let entry = obj.meta();
     cache_status.clear();
     let status = CacheStatus::forward(Forward::Partial).with_fwd_status(206);
     status.with_stored().write(CACHE_NAME, cache_status);
-    let now = unix_now();
     let answer = StoredAnswer {
         plan: HitPlan::Full,
         head_only: false,
-        age: entry.meta.age_field_value(now),
+        age: entry.meta.age_field_value(unix_now()),
         cache_status,
     };
     let outcome = Outcome::answered(200, ResultCode::TcpMiss)
         .answered_by(fetched.origin_ip())
         .with_content_type(cx.state.for_log(|| entry.content_type.clone()));
-    let length = BodyLength::Known(c.piece.complete);
+    let length = BodyLength::Known(new.piece.len());
     let mut client_there = client.start_fill(&obj, length, &answer).await.is_ok();
-    let stored_first = c.piece.first == 0;
-    if stored_first {
-        client_there &= send_stored(client, &mut body, &c.chunks, client_there).await;
-    }
+    client_there = send_stored(client, &mut body, &new.before, client_there).await;
     let complete = loop {
         match fetched.next_body().await {
             Ok(BodyPiece::Data(data)) => {
@@ -215,9 +200,7 @@ async fn answer<C: Responder>(
         body.abort();
         return outcome.logged_as(ResultCode::TcpMissAborted).closing();
     }
-    if !stored_first {
-        client_there &= send_stored(client, &mut body, &c.chunks, client_there).await;
-    }
+    client_there = send_stored(client, &mut body, &new.after, client_there).await;
     match body.finish() {
         // The piece it was made from goes.
         Ok(_) => _ = cache.store.purge(&c.key),
@@ -229,12 +212,12 @@ async fn answer<C: Responder>(
     }
 }
 
-/// Stores the stored piece's bytes in the new response and sends them to the client if it is
+/// Stores bytes of the stored piece in the new response and sends them to the client if it is
 /// still there. Returns whether it still is.
 async fn send_stored<C: Responder>(
     client: &mut C,
     body: &mut StoringBody,
-    chunks: &[Bytes],
+    chunks: &[bytes::Bytes],
     mut client_there: bool,
 ) -> bool {
     for chunk in chunks {

@@ -53,6 +53,11 @@ pub(super) async fn serve<C: Responder>(
     // A stored piece is planned against the whole representation's length (RFC 9111 §3.3).
     let length = entry.piece.map_or(obj.body_len(), |p| p.complete);
     let plan = plan(req, &entry.meta, length);
+    if entry.piece.is_some() && plan == HitPlan::Full {
+        // Never a piece for the whole: its callers only serve ranges it holds (pieces.rs).
+        tracing::error!("a stored piece was about to answer a request for the whole");
+        return Outcome::local(500, "internal error: partial content for a full request");
+    }
     let answer = StoredAnswer {
         plan,
         head_only: req.method() == Method::Head,

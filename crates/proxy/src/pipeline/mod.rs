@@ -11,6 +11,7 @@
 mod access;
 mod background;
 mod cache_flow;
+mod combine;
 mod completion;
 mod connect;
 mod context;

@@ -9,22 +9,19 @@
 //! finds one, so a piece can only ever be answered in part. Completing a piece on a full `GET`
 //! is `completion.rs`.
 
-use bytes::Bytes;
-use sepia_cache_policy::{
-    evaluate, is_storable_piece, is_strong_validator, same_strong_validator, vary_key_of,
-    CacheStatus, Decision, Forward, Piece, StoredMeta, VaryKey,
-};
+use sepia_cache_policy::{evaluate, CacheStatus, Decision, Fields, Forward};
 use sepia_observe::ResultCode;
-use sepia_store::{slice_chunks, FillWriter, Lookup, Object};
+use sepia_store::{FillWriter, Lookup, Object};
 
+use super::combine::{judge_piece, Judging};
 use super::context::{Ctx, Exchange};
 use super::fill::{relay_storing, store_and_relay, Storing};
 use super::hit::{self, Served};
 use super::pass::{self, relay};
 use super::query::{gateway_timeout, selecting, Query};
 use super::responder::{HitPlan, Responder};
-use crate::cache::{piece_key, publish_response, unix_now, Cache, Meta, Publishing, CACHE_NAME};
-use crate::model::{BodyLength, Outcome, RequestView, ResponseView};
+use crate::cache::{piece_key, publish_fields, unix_now, Cache, Meta, Publishing, CACHE_NAME};
+use crate::model::{BodyLength, HeaderId, Outcome, RequestView, ResponseView};
 use crate::upstream::Fetched;
 
 /// A `GET` with a `Range` and no complete stored response to answer it.
@@ -111,6 +108,9 @@ async fn keep_and_relay<C: Responder>(
 ) -> Outcome {
     let status = fetched.head().status();
     if status == 200 {
+        // The whole representation: no piece of it is needed any more, and one of an older
+        // representation must not outlive it.
+        k.cache.store.purge(k.piece_key);
         if let Some(writer) = writer_for(cx.req, k.cache, k.q.key) {
             let storing = Storing {
                 policy: k.q.policy,
@@ -125,9 +125,17 @@ async fn keep_and_relay<C: Responder>(
         }
     }
     let forwarded = CacheStatus::forward(k.fwd).with_fwd_status(status);
-    let new = (status == 206)
-        .then(|| judge(cx.req, &fetched, &k))
-        .flatten();
+    let judging = Judging {
+        q: k.q,
+        request_time: k.request_time,
+        stored: k.stored,
+        // A 206 answering If-Range may leave out the fields describing the representation.
+        alone: !cx.req.fields().contains(HeaderId::IfRange),
+    };
+    let new = match status {
+        206 => judge_piece(cx.req, &fetched, &judging).await,
+        _ => None,
+    };
     let whole = new.as_ref().is_some_and(|n| n.piece.is_complete());
     let key = if whole { k.q.key } else { k.piece_key };
     let writer = new.as_ref().and_then(|_| writer_for(cx.req, k.cache, key));
@@ -151,7 +159,11 @@ async fn keep_and_relay<C: Responder>(
         secondary: new.secondary,
         piece: (!whole).then_some(new.piece),
     };
-    let mut body = publish_response(writer, fetched.head(), publishing);
+    if !whole {
+        k.cache.keeping_pieces();
+    }
+    let head = (206, &b"Partial Content"[..]);
+    let mut body = publish_fields(writer, head, &new.fields, publishing);
     // The stored bytes before the new ones go in first; those after, once the new ones are in.
     for chunk in &new.before {
         body.append(chunk);
@@ -168,89 +180,13 @@ async fn keep_and_relay<C: Responder>(
 }
 
 /// A writer to store a response under `key`, unless another request is storing one there.
-fn writer_for(req: &impl RequestView, cache: &Cache, key: &[u8]) -> Option<FillWriter<Meta>> {
+pub(super) fn writer_for(
+    req: &impl RequestView,
+    cache: &Cache,
+    key: &[u8],
+) -> Option<FillWriter<Meta>> {
     match selecting(req, |select| cache.store.refresh(key, select)) {
         Lookup::Miss(writer) => Some(writer),
         Lookup::Hit(_) | Lookup::Pending(_) => None,
     }
-}
-
-/// A `206` judged worth keeping: what it will be stored as.
-struct NewPiece {
-    meta: StoredMeta,
-    secondary: Bytes,
-    /// The bytes the stored body will hold: the new ones and those of the stored piece.
-    piece: Piece,
-    /// Stored bytes that come before the new ones, and after them.
-    before: Vec<Bytes>,
-    after: Vec<Bytes>,
-}
-
-/// Whether a `206` may be kept (RFC 9111 §3.3): one range with a complete length and exactly
-/// its content, a strong validator, storable as the incomplete `200` it stands for, and
-/// selectable by `Vary`. Combined with the stored piece when both carry the same strong
-/// validator and their bytes overlap or touch (§3.4); otherwise it replaces it.
-fn judge(req: &impl RequestView, fetched: &Fetched<'_>, k: &Kept<'_>) -> Option<NewPiece> {
-    let resp = fetched.head();
-    let fields = resp.fields();
-    let length = match fetched.body_length() {
-        BodyLength::Known(n) => Some(n),
-        BodyLength::None | BodyLength::Unknown => None,
-    };
-    let piece = Piece::of_response(&fields, length)?;
-    let meta = StoredMeta::from_response(
-        206,
-        &fields,
-        k.request_time,
-        unix_now(),
-        k.q.key,
-        k.q.policy,
-    );
-    let request_fields = req.fields();
-    let storable = is_storable_piece(req.method_raw(), &request_fields, &meta, k.q.policy);
-    let mut secondary = Vec::new();
-    let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
-    if !storable.is_storable()
-        || vary == VaryKey::Never
-        || !is_strong_validator(meta.etag.as_deref())
-        || !meta.is_worth_storing()
-        || !fetched.end_is_certain()
-    {
-        return None;
-    }
-    let secondary = Bytes::from(secondary);
-    let mut new = NewPiece {
-        meta,
-        secondary,
-        piece,
-        before: Vec::new(),
-        after: Vec::new(),
-    };
-    if let Some(stored) = k.stored {
-        combine(&mut new, stored);
-    }
-    Some(new)
-}
-
-/// Extends `new` with the bytes of the stored piece when they may be combined (§3.4): the same
-/// strong validator, the same variant, and no gap between them.
-fn combine(new: &mut NewPiece, stored: &Object<Meta>) {
-    let entry = stored.meta();
-    let Some(old) = entry.piece else { return };
-    let same = same_strong_validator(entry.meta.etag.as_deref(), new.meta.etag.as_deref())
-        && stored.secondary() == &new.secondary;
-    let Some(union) = new.piece.combined(&old).filter(|_| same) else {
-        return;
-    };
-    let Ok(chunks) = stored.body().to_chunks() else {
-        return;
-    };
-    // Offsets in the stored body of the bytes before and after the new piece.
-    let before_end = new.piece.first.saturating_sub(old.first).min(old.len());
-    let after_start = (new.piece.last + 1)
-        .saturating_sub(old.first)
-        .min(old.len());
-    new.before = slice_chunks(&chunks, 0, before_end);
-    new.after = slice_chunks(&chunks, after_start, old.len());
-    new.piece = union;
 }
