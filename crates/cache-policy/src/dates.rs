@@ -113,6 +113,10 @@ impl Expires {
     /// a valid one, [`CLOCKLESS_REFERENCE`]. Only the century of a two-digit RFC 850 year
     /// some 50 years away can come out differently.
     pub fn parse<F: Fields>(response: &F) -> Self {
+        // Most responses have no Expires: then there is no Date to read for it.
+        if response.first(HeaderId::Expires).is_none() {
+            return Expires::Absent;
+        }
         let reference = first_date(response, HeaderId::Date, CLOCKLESS_REFERENCE);
         Self::parse_at(response, reference.unwrap_or(CLOCKLESS_REFERENCE))
     }

@@ -45,6 +45,8 @@ pub enum HeaderId {
     UserAgent,
     Server,
     AcceptRanges,
+    /// RFC 9213's targeted field for CDNs: read on every miss of a reverse listener.
+    CdnCacheControl,
 }
 
 /// Longest known name ("proxy-authorization", "if-unmodified-since").
@@ -58,7 +60,7 @@ const LONGEST_KNOWN: usize = 19;
 pub(crate) struct IdSet(u64);
 
 // Every id must have its bit.
-const _: () = assert!((HeaderId::AcceptRanges as u8) < 64);
+const _: () = assert!((HeaderId::CdnCacheControl as u8) < 64);
 
 impl IdSet {
     pub(crate) fn insert(&mut self, id: HeaderId) {
@@ -125,6 +127,7 @@ impl HeaderId {
             b"content-location" => ContentLocation,
             b"transfer-encoding" => TransferEncoding,
             b"if-modified-since" => IfModifiedSince,
+            b"cdn-cache-control" => CdnCacheControl,
             b"proxy-authenticate" => ProxyAuthenticate,
             b"proxy-authorization" => ProxyAuthorization,
             b"if-unmodified-since" => IfUnmodifiedSince,
@@ -173,6 +176,7 @@ impl HeaderId {
             ContentLocation => b"content-location",
             TransferEncoding => b"transfer-encoding",
             IfModifiedSince => b"if-modified-since",
+            CdnCacheControl => b"cdn-cache-control",
             ProxyAuthenticate => b"proxy-authenticate",
             ProxyAuthorization => b"proxy-authorization",
             IfUnmodifiedSince => b"if-unmodified-since",
@@ -243,6 +247,7 @@ mod tests {
         ("User-Agent", UserAgent),
         ("Server", Server),
         ("Accept-Ranges", AcceptRanges),
+        ("CDN-Cache-Control", CdnCacheControl),
     ];
 
     #[test]
@@ -260,8 +265,8 @@ mod tests {
                 "{name}"
             );
         }
-        // 38 known ids plus Other: a new variant must be added to this table too.
-        assert_eq!(ALL.len(), AcceptRanges as usize);
+        // 39 known ids plus Other: a new variant must be added to this table too.
+        assert_eq!(ALL.len(), CdnCacheControl as usize);
     }
 
     #[test]

@@ -25,7 +25,8 @@ use crate::header_id::HeaderId;
 /// * framing: Content-Length (RFC 9110 §8.6), Transfer-Encoding (RFC 9112 §6.1);
 /// * routing and forwarding: Host (§7.2), Max-Forwards (§7.6.2), Via (§7.6.3), Forwarded
 ///   (RFC 7239) and X-Forwarded-For, which the proxy itself writes into the header section;
-/// * request modifiers: the controls Cache-Control (RFC 9111 §5.2), Expect (§10.1.1), Pragma
+/// * request modifiers: the controls Cache-Control (RFC 9111 §5.2) and the targeted
+///   CDN-Cache-Control (RFC 9213), Expect (§10.1.1), Pragma
 ///   (RFC 9111 §5.4), Range (§14.2), TE (§10.1.4); the conditionals If-Match, If-None-Match,
 ///   If-Modified-Since, If-Unmodified-Since, If-Range (§13.1); the proactive negotiation fields
 ///   Accept, Accept-Charset, Accept-Encoding, Accept-Language (§12.5), which select the response
@@ -83,7 +84,7 @@ fn id_allowed_in_trailers(id: HeaderId) -> bool {
         Other | ETag | AcceptRanges | Referer | UserAgent | Server => true,
         ContentLength | TransferEncoding => false,
         Host | Via | Forwarded | XForwardedFor => false,
-        CacheControl | Expect | Pragma | Range | Te => false,
+        CacheControl | CdnCacheControl | Expect | Pragma | Range | Te => false,
         IfMatch | IfNoneMatch | IfModifiedSince | IfUnmodifiedSince | IfRange => false,
         Authorization | ProxyAuthorization | ProxyAuthenticate => false,
         Age | Expires | Date | Location | Vary => false,

@@ -16,6 +16,7 @@ const FORBIDDEN: &[&str] = &[
     "X-Forwarded-For",
     // Request controls, conditionals and negotiation.
     "Cache-Control",
+    "CDN-Cache-Control",
     "Expect",
     "Pragma",
     "Range",
