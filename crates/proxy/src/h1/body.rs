@@ -20,7 +20,7 @@ use crate::transport::io::{read_more, write_parts_within};
 
 /// Room made in the read buffer before each read of a body: big enough that a large body moves
 /// in few syscalls, small enough that thousands of transfers fit in memory.
-pub const BODY_READ_ROOM: usize = 64 * 1024;
+const BODY_READ_ROOM: usize = 64 * 1024;
 
 /// How an incoming body is delimited, with the decoder's progress.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! codec recorded while parsing: nothing is copied or parsed again.
 
 use bytes::Bytes;
-use sepia_http1::{BodyFraming, HeaderId, RequestHead, ResponseHead};
+use sepia_http1::{BodyFraming, RequestHead, ResponseHead};
 
 use super::fields::H1Fields;
 use crate::model::{BodyLength, FieldView, Method, RequestView, ResponseView, Version};
@@ -46,7 +46,7 @@ impl RequestView for RequestHead {
     }
 
     fn host(&self) -> Option<&[u8]> {
-        self.headers().get(HeaderId::Host)
+        RequestHead::host(self)
     }
 
     fn body(&self) -> BodyLength {

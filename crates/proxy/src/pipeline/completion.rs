@@ -175,6 +175,8 @@ async fn answer<C: Responder>(
         head_only: false,
         age: entry.meta.age_field_value(unix_now()),
         cache_status,
+        representation_len: new.piece.len(),
+        body_offset: 0,
     };
     let outcome = Outcome::answered(200, ResultCode::TcpMiss)
         .answered_by(fetched.origin_ip())

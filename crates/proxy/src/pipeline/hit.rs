@@ -51,7 +51,9 @@ pub(super) async fn serve<C: Responder>(
     let entry = obj.meta();
     let req = x.cx.req;
     // A stored piece is planned against the whole representation's length (RFC 9111 §3.3).
-    let length = entry.piece.map_or(obj.body_len(), |p| p.complete);
+    let (body_offset, length) = entry
+        .piece
+        .map_or((0, obj.body_len()), |p| (p.first, p.complete));
     let plan = plan(req, &entry.meta, length);
     if entry.piece.is_some() && plan == HitPlan::Full {
         // Never a piece for the whole: its callers only serve ranges it holds (pieces.rs).
@@ -63,6 +65,8 @@ pub(super) async fn serve<C: Responder>(
         head_only: req.method() == Method::Head,
         age: entry.meta.age_field_value(served.now),
         cache_status: x.cache_status,
+        representation_len: length,
+        body_offset,
     };
     let mut outcome = Outcome::answered(plan.status(entry.meta.status), served.result)
         .with_content_type(x.cx.state.for_log(|| entry.content_type.clone()));
@@ -109,6 +113,8 @@ pub(super) async fn serve_fill<C: Responder>(
         head_only: false,
         age: entry.meta.age_field_value(now),
         cache_status: x.cache_status,
+        representation_len: obj.body_len(),
+        body_offset: 0,
     };
     let length = match head.length {
         StoredLength::Known(n) => BodyLength::Known(n),

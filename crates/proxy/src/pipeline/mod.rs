@@ -90,21 +90,21 @@ pub async fn refuse<C: Responder>(
 ) -> Outcome {
     let timing = state.log.is_enabled().then(Timing::now);
     let outcome = send_local(client, outcome).await;
+    let outcome = outcome.with_bytes_sent(client.bytes_sent());
     if let Some(timing) = timing {
         log::record(state, conn, req, None, timing, &outcome);
     }
     outcome
 }
 
-/// Sends the outcome's local answer, if it has one, and counts what was written. Awaited only
-/// when there is one: most requests have none, and a hit then polls no future for it.
+/// Sends the outcome's local answer, if it has one. Awaited only when there is one: most
+/// requests have none, and a hit then polls no future for it.
 async fn send_local<C: Responder>(client: &mut C, outcome: Outcome) -> Outcome {
     let Some(answer) = outcome.local else {
-        return outcome.with_bytes_sent(client.bytes_sent());
+        return outcome;
     };
     let outcome = outcome.with_content_type(Some(Bytes::from_static(LOCAL_ANSWER_TYPE)));
     let sent = client.send_local(answer, outcome.close).await;
-    let outcome = outcome.with_bytes_sent(client.bytes_sent());
     match sent {
         Ok(()) => outcome,
         Err(Gone) => outcome.closing(),

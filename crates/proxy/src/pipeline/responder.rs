@@ -50,6 +50,11 @@ pub struct StoredAnswer<'a> {
     pub head_only: bool,
     /// The Age value (RFC 9111 §5.1).
     pub age: u64,
+    /// The length of the representation, which a `Content-Range` states (RFC 9110 §14.4):
+    /// the stored body's, or for a stored piece (RFC 9111 §3.3) the whole one's.
+    pub representation_len: u64,
+    /// Where the stored body starts in the representation: 0 but for a piece.
+    pub body_offset: u64,
     /// The Cache-Status value (RFC 9211).
     pub cache_status: &'a [u8],
 }

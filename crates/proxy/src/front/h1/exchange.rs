@@ -87,6 +87,15 @@ impl<'s> H1Exchange<'s> {
         self.req.keep_alive && framing_ends && self.body.is_done() && !self.shutdown.has_begun()
     }
 
+    /// Chooses how a started response's content of `length` is framed for this client, and
+    /// whether the connection survives that framing.
+    fn frame(&mut self, length: BodyLength) -> BodyOut {
+        let (out, framing_ends) = BodyOut::for_length(length, self.req.version == Version::Http11);
+        self.out = out;
+        self.keep = self.may_keep(framing_ends);
+        out
+    }
+
     fn limit(&self) -> Duration {
         self.state.config.timeouts.client_idle
     }
@@ -196,9 +205,7 @@ impl<'s> Responder for H1Exchange<'s> {
         length: BodyLength,
         answer: &StoredAnswer<'_>,
     ) -> Result<(), Gone> {
-        let (out, framing_ends) = BodyOut::for_length(length, self.req.version == Version::Http11);
-        self.out = out;
-        self.keep = self.may_keep(framing_ends);
+        let out = self.frame(length);
         let wire = self.wire();
         let chunked = out == BodyOut::Chunked;
         let written =
@@ -213,9 +220,7 @@ impl<'s> Responder for H1Exchange<'s> {
         cache_status: &[u8],
     ) -> Result<(), Gone> {
         burst::let_the_pass_finish().await;
-        let (out, framing_ends) = BodyOut::for_length(length, self.req.version == Version::Http11);
-        self.out = out;
-        self.keep = self.may_keep(framing_ends);
+        let out = self.frame(length);
         let framed = Framed {
             length,
             out,

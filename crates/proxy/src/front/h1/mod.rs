@@ -13,4 +13,5 @@ mod session;
 mod stored;
 mod tunnel;
 
-pub use session::{serve, Listener, Served, IDLE_RELEASE};
+pub use idle::IDLE_RELEASE;
+pub use session::{serve, Listener, Served};

@@ -74,9 +74,16 @@ pub fn build(out: &mut BytesMut, resp: &impl ResponseView, f: &Framed<'_>) {
         // Never a transfer-coded body: HTTP/1.0 clients are refused those (see above).
         (BodyLength::Unknown, BodyOut::Raw) => {}
     }
-    if !f.keep_alive {
+    end_with_persistence(out, f.keep_alive, f.client_version);
+}
+
+/// Ends a response head with what the client must know of the connection's fate (RFC 9112
+/// §9.3, §9.6): `close` when it ends, `keep-alive` for an HTTP/1.0 client whose connection
+/// stays (persistence is not its default).
+pub(super) fn end_with_persistence(out: &mut BytesMut, keep: bool, client_version: Version) {
+    if !keep {
         put_header(out, b"Connection", b"close");
-    } else if f.client_version == Version::Http10 {
+    } else if client_version == Version::Http10 {
         put_header(out, b"Connection", b"keep-alive");
     }
     end_head(out);

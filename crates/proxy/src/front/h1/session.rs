@@ -22,8 +22,6 @@ use crate::transport::intercept::Divert;
 use crate::transport::io::read_by_deadline;
 use crate::transport::Conn;
 
-pub use super::idle::IDLE_RELEASE;
-
 /// The read buffer of an active connection. When less than `HEAD_MIN_ROOM` is free it is
 /// regrown; while nothing else references it (the previous request's slices are dropped after
 /// each response) regrowing reclaims the same allocation, so a keep-alive hit allocates nothing.

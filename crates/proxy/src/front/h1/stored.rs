@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{write_content_range, Fields, RangeOutcome, NOT_MODIFIED_FIELDS};
-use sepia_http1::{end_head, put_header, put_header_u64, put_status_line, reason_phrase, Version};
+use sepia_http1::{put_header, put_header_u64, put_status_line, reason_phrase, Version};
 use sepia_store::{slice_chunks, Body, BodyFile, Object};
 
 use super::client_io::ClientIo;
+use super::relayed::end_with_persistence;
 use crate::cache::Meta;
-use crate::h1::stored_head;
 use crate::model::BodyLength;
 use crate::pipeline::{HitPlan, StoredAnswer};
 use crate::transport::io::{send_file_within, write_parts_within, MAX_SLICES};
@@ -38,8 +38,8 @@ pub(super) enum After {
     Nothing,
     /// The stored head first, then bytes `start..end` of the body.
     Stored { start: u64, end: u64 },
-    /// Another head (a 206's) first, then bytes `start..end` of the body.
-    Rebuilt { head: Bytes, start: u64, end: u64 },
+    /// Bytes `start..end` of the body right after the head (a 206's, written whole).
+    Body { start: u64, end: u64 },
 }
 
 /// Builds the head of a complete stored object's answer as `answer` plans it into `head` and
@@ -52,9 +52,6 @@ pub(super) fn plan_head(
 ) -> After {
     let entry = obj.meta();
     let len = obj.body_len();
-    // A stored piece of a representation (RFC 9111 §3.3) is only ever answered in part.
-    let (offset, complete) = entry.piece.map_or((0, len), |p| (p.first, p.complete));
-    debug_assert!(entry.piece.is_none() || !matches!(answer.plan, HitPlan::Full));
     head.clear();
     match answer.plan {
         // RFC 9110 §15.4.5: a 304 carries the fields a 200 would have that describe it.
@@ -85,36 +82,34 @@ pub(super) fn plan_head(
             After::Stored { start: 0, end: len }
         }
         HitPlan::Partial { start, end } => {
-            let stored = entry.layout.fields(obj.head());
-            let partial = b"Partial Content";
+            put_status_line(head, Version::Http11, 206, b"Partial Content");
             // The 206's own Content-Range follows; a stored one would contradict it.
-            let lines = || {
-                stored
-                    .lines()
-                    .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-range"))
-            };
-            let (rebuilt, _) = stored_head::build(206, partial, lines, wire.via);
-            put_content_range(head, RangeOutcome::Partial { start, end }, complete);
+            for (name, value) in entry.layout.fields(obj.head()).lines() {
+                if !name.eq_ignore_ascii_case(b"content-range") {
+                    put_header(head, name, value);
+                }
+            }
+            if let Some(via) = wire.via {
+                put_header(head, b"Via", via);
+            }
+            let range = RangeOutcome::Partial { start, end };
+            put_content_range(head, range, answer.representation_len);
             per_hit(head, Some(end - start + 1), answer, wire);
             // Offsets in the representation, made offsets in the stored body (a piece's
-            // starts at its first byte; the pipeline planned a range the piece holds).
-            let start = start - offset;
+            // starts at its first byte).
+            let start = start - answer.body_offset;
             let end = if answer.head_only {
                 start
             } else {
-                end + 1 - offset
+                end + 1 - answer.body_offset
             };
-            After::Rebuilt {
-                head: rebuilt,
-                start,
-                end,
-            }
+            After::Body { start, end }
         }
         HitPlan::Unsatisfiable => {
             // A minimal 416 (RFC 9110 §15.5.17), not the stored fields: their freshness would
             // let a downstream cache keep the error in place of the content.
             put_status_line(head, Version::Http11, 416, reason_phrase(416));
-            put_content_range(head, RangeOutcome::Unsatisfiable, complete);
+            put_content_range(head, RangeOutcome::Unsatisfiable, answer.representation_len);
             per_hit(head, Some(0), answer, wire);
             After::Nothing
         }
@@ -132,7 +127,7 @@ pub(super) async fn write(
     let (head, start, end): (&[u8], u64, u64) = match &after {
         After::Nothing => (&[], 0, 0),
         After::Stored { start, end } => (obj.head(), *start, *end),
-        After::Rebuilt { head, start, end } => (head, *start, *end),
+        After::Body { start, end } => (&[], *start, *end),
     };
     let part;
     let body: &[Bytes] = match obj.body() {
@@ -188,12 +183,7 @@ fn per_hit(out: &mut BytesMut, length: Option<u64>, answer: &StoredAnswer<'_>, w
     if !answer.cache_status.is_empty() {
         put_header(out, b"Cache-Status", answer.cache_status);
     }
-    if !wire.keep {
-        put_header(out, b"Connection", b"close");
-    } else if wire.version == Version::Http10 {
-        put_header(out, b"Connection", b"keep-alive");
-    }
-    end_head(out);
+    end_with_persistence(out, wire.keep, wire.version);
 }
 
 fn put_content_range(out: &mut BytesMut, range: RangeOutcome, len: u64) {
