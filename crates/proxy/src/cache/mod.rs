@@ -16,7 +16,7 @@ use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
 
 pub use entry::Meta;
 pub use publish::{
-    body_range, freshened, publish_fields, publish_response, republish, Publishing, StoringBody,
+    freshened, publish_combined, publish_response, republish, stored_body, Publishing, StoringBody,
 };
 
 /// Name this cache uses in Cache-Status (RFC 9211 §2).
@@ -55,7 +55,11 @@ impl Cache {
     /// Removes every stored response of `primary`, its pieces included (PURGE, and
     /// invalidation by an unsafe method, RFC 9111 §4.4). Returns how many were removed.
     pub fn purge(&self, primary: &[u8]) -> usize {
-        self.store.purge(primary) + with_piece_key(primary, |key| self.store.purge(key))
+        let pieces = match self.may_hold_pieces() {
+            true => with_piece_key(primary, |key| self.store.purge(key)),
+            false => 0,
+        };
+        self.store.purge(primary) + pieces
     }
 
     /// `None` when the configuration disables caching.

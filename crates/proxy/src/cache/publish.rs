@@ -9,8 +9,7 @@ use sepia_cache_policy::{
     freshen_headers, Fields, Piece, PolicyConfig, StoredFieldFilter, StoredMeta,
 };
 use sepia_store::{
-    slice_chunks, Body, BodyLength as StoredLength, BodyWriter, FillWriter, FinishError,
-    FinishOutcome, Object,
+    Body, BodyLength as StoredLength, BodyWriter, FillWriter, FinishError, FinishOutcome, Object,
 };
 
 use super::entry::{Entry, Meta};
@@ -86,12 +85,22 @@ pub fn publish_response(
     publishing: Publishing<'_>,
 ) -> StoringBody {
     let head = (resp.status(), resp.reason());
-    publish_fields(writer, head, &resp.fields(), publishing)
+    publish(writer, head, &resp.fields(), publishing)
 }
 
-/// [`publish_response`] for a response given as its status, reason and fields: the fields a
-/// combination of a stored piece and a new `206` keeps (RFC 9111 §3.4).
-pub fn publish_fields(
+/// [`publish_response`] for a `206` kept as a piece, alone or combined with a stored one
+/// (RFC 9111 §3.3–3.4), given as the fields it keeps: stored as the `200` it stands for,
+/// complete or not.
+pub fn publish_combined(
+    writer: FillWriter<Meta>,
+    fields: &impl Fields,
+    publishing: Publishing<'_>,
+) -> StoringBody {
+    // The reason phrase of a 206 is never stored (see below).
+    publish(writer, (206, b""), fields, publishing)
+}
+
+fn publish(
     writer: FillWriter<Meta>,
     (status, reason): (u16, &[u8]),
     fields: &impl Fields,
@@ -145,16 +154,15 @@ pub fn publish_fields(
     }
 }
 
-/// Bytes `start..end` of a stored body, as slices of its chunks, or read back from its file
-/// on a blocking thread (a piece kept in a file can be megabytes).
-pub async fn body_range(obj: &Object<Meta>, start: u64, end: u64) -> io::Result<Vec<Bytes>> {
+/// A stored body's chunks, read back from its file on a blocking thread when it is kept in
+/// one (a piece kept in a file can be megabytes).
+pub async fn stored_body(obj: &Object<Meta>) -> io::Result<Vec<Bytes>> {
     match obj.body() {
-        Body::Chunks(chunks) => Ok(slice_chunks(chunks, start, end)),
+        Body::Chunks(chunks) => Ok(chunks.to_vec()),
         Body::File(file) => {
             let file = Arc::clone(file);
             let read = tokio::task::spawn_blocking(move || file.read_all());
-            let bytes = read.await.map_err(io::Error::other)??;
-            Ok(slice_chunks(&[bytes], start, end))
+            Ok(vec![read.await.map_err(io::Error::other)??])
         }
     }
 }

@@ -46,12 +46,7 @@ pub(super) fn start<R: RequestView>(
         (_, None) => Bytes::new(),
     };
     let v = validators(&obj.meta().meta);
-    let cond = Conditionals {
-        strip: true,
-        if_none_match: v.if_none_match,
-        if_modified_since: v.if_modified_since,
-        range: None,
-    };
+    let cond = Conditionals::validating(v.if_none_match, v.if_modified_since);
     let request = OriginRequest {
         req: cx.req,
         upstream: up,

@@ -20,7 +20,7 @@ use super::fill;
 use super::hit::{self, Served};
 use super::pass;
 use super::pieces;
-use super::query::{gateway_timeout, selecting, Query};
+use super::query::{gateway_timeout, selecting, writer_for, Query};
 use super::responder::Responder;
 use super::revalidate;
 use super::unsafe_method;
@@ -120,8 +120,7 @@ async fn on_stored<C: Responder>(
     match evaluate(&obj.meta().meta, &q.rcc, q.now, q.policy) {
         Decision::StaleWhileRevalidate(f) if !q.partial => {
             // RFC 5861 §3: serve the stale copy now; one background request refreshes it.
-            let refresh = selecting(x.cx.req, |select| cache.store.refresh(q.key, select));
-            if let Lookup::Miss(writer) = refresh {
+            if let Some(writer) = writer_for(x.cx.req, cache, q.key) {
                 background::start(x.cx, q, &obj, writer);
             }
             let status = CacheStatus::hit(f.ttl()).with_detail("stale-while-revalidate");

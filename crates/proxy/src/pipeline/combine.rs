@@ -15,10 +15,10 @@ use sepia_cache_policy::{
     freshen_headers, is_storable_piece, is_strong_validator, same_strong_validator, vary_key_of,
     FieldList, Fields, Piece, StoredFieldFilter, StoredMeta, VaryKey,
 };
-use sepia_store::Object;
+use sepia_store::{slice_chunks, Object};
 
 use super::query::Query;
-use crate::cache::{body_range, unix_now, Meta};
+use crate::cache::{stored_body, unix_now, Meta};
 use crate::model::{BodyLength, HeaderId, RequestView, ResponseView};
 use crate::upstream::Fetched;
 
@@ -57,10 +57,9 @@ pub(super) async fn judge_piece(
 ) -> Option<NewPiece> {
     let (mut new, around) = judge(req, fetched, j)?;
     if let (Some(stored), Some((before_end, after_start))) = (j.stored, around) {
-        new.before = body_range(stored, 0, before_end).await.ok()?;
-        new.after = body_range(stored, after_start, stored.body_len())
-            .await
-            .ok()?;
+        let chunks = stored_body(stored).await.ok()?;
+        new.before = slice_chunks(&chunks, 0, before_end);
+        new.after = slice_chunks(&chunks, after_start, stored.body_len());
     }
     Some(new)
 }

@@ -20,7 +20,7 @@ use super::pass;
 use super::query::{selecting, Query};
 use super::responder::{HitPlan, Responder, StoredAnswer};
 use crate::cache::{
-    piece_key, publish_fields, unix_now, with_piece_key, Cache, Meta, Publishing, StoringBody,
+    piece_key, publish_combined, unix_now, with_piece_key, Cache, Meta, Publishing, StoringBody,
     CACHE_NAME,
 };
 use crate::model::{BodyLength, BodyPiece, HeaderId, Outcome, RequestView, ResponseView};
@@ -105,15 +105,7 @@ pub(super) async fn complete<C: Responder>(
     if fetched.head().status() == 200 {
         // A new representation: the piece of the old one goes.
         cache.store.purge(&c.key);
-        let storing = Storing {
-            policy: q.policy,
-            key: q.key,
-            writer,
-            request_time,
-            fwd: Forward::Partial,
-            result: ResultCode::TcpMiss,
-            judged_as_get: false,
-        };
+        let storing = Storing::miss(q, writer, request_time, Forward::Partial);
         return Ok(store_and_relay(cx, x.client, x.cache_status, fetched, storing).await);
     }
     let judging = Judging {
@@ -137,7 +129,7 @@ pub(super) async fn complete<C: Responder>(
         secondary: new.secondary.clone(),
         piece: None,
     };
-    let body = publish_fields(writer, (206, b"Partial Content"), &new.fields, publishing);
+    let body = publish_combined(writer, &new.fields, publishing);
     let done = Completed { body, new, cache };
     Ok(answer(cx, x.client, x.cache_status, fetched, done, &c).await)
 }

@@ -12,7 +12,7 @@ use super::context::{Ctx, Exchange};
 use super::destination::Destination;
 use super::hit;
 use super::pass::{self, relay};
-use super::query::Query;
+use super::query::{decided_by, Query};
 use super::responder::Responder;
 use crate::cache::{publish_response, unix_now, Meta, Publishing, StoringBody, CACHE_NAME};
 use crate::model::{Outcome, RequestView, ResponseView};
@@ -32,15 +32,7 @@ pub(super) async fn fill<C: Responder>(
     let up = &q.dest.upstream;
     match pass::fetch_with(cx, x.client, x.origin, up, &Conditionals::STRIP).await {
         Ok(fetched) => {
-            let storing = Storing {
-                policy: q.policy,
-                key: q.key,
-                writer,
-                request_time,
-                fwd: Forward::UriMiss,
-                result: ResultCode::TcpMiss,
-                judged_as_get: false,
-            };
+            let storing = Storing::miss(q, writer, request_time, Forward::UriMiss);
             store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
         }
         Err(e) => {
@@ -65,6 +57,21 @@ pub(super) struct Storing<'a> {
     /// The request's method is judged as a GET's: a POST response already found reusable for
     /// later GETs (RFC 9110 §9.3.3), whose other storability rules are a GET response's.
     pub judged_as_get: bool,
+}
+
+impl<'a> Storing<'a> {
+    /// A response to `q` fetched at `request_time` because of `fwd`, logged as a miss.
+    pub fn miss(q: &Query<'a>, writer: FillWriter<Meta>, request_time: u64, fwd: Forward) -> Self {
+        Storing {
+            policy: q.policy,
+            key: q.key,
+            writer,
+            request_time,
+            fwd,
+            result: ResultCode::TcpMiss,
+            judged_as_get: false,
+        }
+    }
 }
 
 /// Relays the fetched response, storing it when the policy allows (RFC 9111 §3). The body is
@@ -128,10 +135,7 @@ pub(super) async fn store_and_relay<C: Responder>(
     };
     let body = publish_response(s.writer, fetched.head(), publishing);
     cache_status.clear();
-    let status = match policy.targets().deciding(source) {
-        Some(field) => status.with_detail(field),
-        None => status,
-    };
+    let status = decided_by(status, policy, source);
     status.with_stored().write(CACHE_NAME, cache_status);
     let stored = (body, &[][..], s.result);
     relay_storing(cx.state, client, fetched, cache_status, stored)

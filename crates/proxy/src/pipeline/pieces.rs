@@ -11,16 +11,16 @@
 
 use sepia_cache_policy::{evaluate, CacheStatus, Decision, Fields, Forward};
 use sepia_observe::ResultCode;
-use sepia_store::{FillWriter, Lookup, Object};
+use sepia_store::Object;
 
 use super::combine::{judge_piece, Judging};
 use super::context::{Ctx, Exchange};
 use super::fill::{relay_storing, store_and_relay, Storing};
 use super::hit::{self, Served};
 use super::pass::{self, relay};
-use super::query::{gateway_timeout, selecting, Query};
+use super::query::{gateway_timeout, selecting, writer_for, Query};
 use super::responder::{HitPlan, Responder};
-use crate::cache::{piece_key, publish_fields, unix_now, Cache, Meta, Publishing, CACHE_NAME};
+use crate::cache::{piece_key, publish_combined, unix_now, Cache, Meta, Publishing, CACHE_NAME};
 use crate::model::{BodyLength, HeaderId, Outcome, RequestView, ResponseView};
 use crate::upstream::Fetched;
 
@@ -32,7 +32,10 @@ pub(super) async fn answer_range<C: Responder>(
 ) -> Outcome {
     let mut key = Vec::new();
     piece_key(q.key, &mut key);
-    let stored = selecting(x.cx.req, |select| cache.store.lookup_no_fill(&key, select));
+    let stored = match cache.may_hold_pieces() {
+        true => selecting(x.cx.req, |select| cache.store.lookup_no_fill(&key, select)),
+        false => None,
+    };
     if let Some(obj) = &stored {
         if let Some(status) = answerable(x.cx.req, q, obj) {
             return hit::serve(x, obj, Served::hit(q.now, status)).await;
@@ -112,15 +115,7 @@ async fn keep_and_relay<C: Responder>(
         // representation must not outlive it.
         k.cache.store.purge(k.piece_key);
         if let Some(writer) = writer_for(cx.req, k.cache, k.q.key) {
-            let storing = Storing {
-                policy: k.q.policy,
-                key: k.q.key,
-                writer,
-                request_time: k.request_time,
-                fwd: k.fwd,
-                result: ResultCode::TcpMiss,
-                judged_as_get: false,
-            };
+            let storing = Storing::miss(k.q, writer, k.request_time, k.fwd);
             return store_and_relay(cx, client, cache_status, fetched, storing).await;
         }
     }
@@ -138,6 +133,10 @@ async fn keep_and_relay<C: Responder>(
     };
     let whole = new.as_ref().is_some_and(|n| n.piece.is_complete());
     let key = if whole { k.q.key } else { k.piece_key };
+    if new.is_some() && !whole {
+        // Before the fill starts: a purge meanwhile must see it (`Cache::purge`).
+        k.cache.keeping_pieces();
+    }
     let writer = new.as_ref().and_then(|_| writer_for(cx.req, k.cache, key));
     let (Some(new), Some(writer)) = (new, writer) else {
         cache_status.clear();
@@ -159,11 +158,7 @@ async fn keep_and_relay<C: Responder>(
         secondary: new.secondary,
         piece: (!whole).then_some(new.piece),
     };
-    if !whole {
-        k.cache.keeping_pieces();
-    }
-    let head = (206, &b"Partial Content"[..]);
-    let mut body = publish_fields(writer, head, &new.fields, publishing);
+    let mut body = publish_combined(writer, &new.fields, publishing);
     // The stored bytes before the new ones go in first; those after, once the new ones are in.
     for chunk in &new.before {
         body.append(chunk);
@@ -177,16 +172,4 @@ async fn keep_and_relay<C: Responder>(
         k.cache.store.purge(k.piece_key);
     }
     outcome
-}
-
-/// A writer to store a response under `key`, unless another request is storing one there.
-pub(super) fn writer_for(
-    req: &impl RequestView,
-    cache: &Cache,
-    key: &[u8],
-) -> Option<FillWriter<Meta>> {
-    match selecting(req, |select| cache.store.refresh(key, select)) {
-        Lookup::Miss(writer) => Some(writer),
-        Lookup::Hit(_) | Lookup::Pending(_) => None,
-    }
 }

@@ -3,11 +3,13 @@
 
 use std::cell::RefCell;
 
-use sepia_cache_policy::{CacheStatus, PolicyConfig, RequestCacheControl, StoredMeta};
-use sepia_store::Object;
+use sepia_cache_policy::{
+    CacheStatus, PolicyConfig, PolicySource, RequestCacheControl, StoredMeta,
+};
+use sepia_store::{FillWriter, Lookup, Object};
 
 use super::destination::Destination;
-use crate::cache::Meta;
+use crate::cache::{Cache, Meta};
 use crate::model::{Outcome, RequestView};
 use sepia_observe::ResultCode;
 
@@ -28,11 +30,32 @@ impl<'q> Query<'q> {
     /// The Cache-Status of a hit on `meta` with `ttl` left: with the targeted field that
     /// decided how it is cached, if one did (RFC 9213), as its `detail` (RFC 9211 §2.8).
     pub fn hit_status(&self, meta: &StoredMeta, ttl: i64) -> CacheStatus<'q> {
-        let status = CacheStatus::hit(ttl);
-        match self.policy.targets().deciding(meta.source) {
-            Some(field) => status.with_detail(field),
-            None => status,
-        }
+        decided_by(CacheStatus::hit(ttl), self.policy, meta.source)
+    }
+}
+
+/// `status` with the targeted field that decided how the response is cached, if one did
+/// (RFC 9213), as its `detail` (RFC 9211 §2.8).
+pub(super) fn decided_by<'a>(
+    status: CacheStatus<'a>,
+    policy: &'a PolicyConfig,
+    source: PolicySource,
+) -> CacheStatus<'a> {
+    match policy.targets().deciding(source) {
+        Some(field) => status.with_detail(field),
+        None => status,
+    }
+}
+
+/// A writer to store a response under `key`, unless another request is storing one there.
+pub(super) fn writer_for(
+    req: &impl RequestView,
+    cache: &Cache,
+    key: &[u8],
+) -> Option<FillWriter<Meta>> {
+    match selecting(req, |select| cache.store.refresh(key, select)) {
+        Lookup::Miss(writer) => Some(writer),
+        Lookup::Hit(_) | Lookup::Pending(_) => None,
     }
 }
 

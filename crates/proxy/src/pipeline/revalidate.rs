@@ -30,12 +30,7 @@ pub(super) async fn revalidate<C: Responder>(
 ) -> Outcome {
     let entry = obj.meta().clone();
     let v = validators(&entry.meta);
-    let cond = Conditionals {
-        strip: true,
-        if_none_match: v.if_none_match,
-        if_modified_since: v.if_modified_since,
-        range: None,
-    };
+    let cond = Conditionals::validating(v.if_none_match, v.if_modified_since);
     let request_time = unix_now();
     let cx = x.cx;
     let fetched = pass::fetch_with(cx, x.client, x.origin, &q.dest.upstream, &cond).await;
@@ -83,17 +78,12 @@ pub(super) async fn revalidate<C: Responder>(
         return hit::serve(x, &obj, stale_served(status, origin)).await;
     }
     let storing = Storing {
-        policy: q.policy,
-        key: q.key,
-        writer,
-        request_time,
-        fwd,
         result: if fwd == Forward::Request {
             ResultCode::TcpClientRefreshMiss
         } else {
             ResultCode::TcpRefreshModified
         },
-        judged_as_get: false,
+        ..Storing::miss(q, writer, request_time, fwd)
     };
     store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
 }

@@ -4,13 +4,12 @@
 
 use sepia_cache_policy::{invalidations, storable_post_response, Fields, Forward};
 use sepia_observe::ResultCode;
-use sepia_store::Lookup;
 
 use super::context::Exchange;
 use super::destination::Destination;
 use super::fill::{store_and_relay, Storing};
 use super::pass;
-use super::query::selecting;
+use super::query::writer_for;
 use super::responder::Responder;
 use crate::cache::{unix_now, Cache};
 use crate::model::{HeaderId, Method, Outcome, RequestView, ResponseView};
@@ -48,7 +47,7 @@ pub(super) async fn answer<C: Responder>(
                 .is_storable()
     };
     if reusable {
-        if let Lookup::Miss(writer) = selecting(cx.req, |select| cache.store.refresh(key, select)) {
+        if let Some(writer) = writer_for(cx.req, cache, key) {
             let storing = Storing {
                 policy: cache.policy(cx.conn.listener),
                 key,

@@ -34,6 +34,21 @@ pub struct RangeAsk<'a> {
     pub if_range: &'a [u8],
 }
 
+impl<'a> Conditionals<'a> {
+    /// A revalidation's (RFC 9111 §4.3.1): the client's conditionals replaced with the stored
+    /// response's validators.
+    pub fn validating(
+        if_none_match: Option<&'a [u8]>,
+        if_modified_since: Option<&'a [u8]>,
+    ) -> Conditionals<'a> {
+        Conditionals {
+            if_none_match,
+            if_modified_since,
+            ..Conditionals::STRIP
+        }
+    }
+}
+
 impl Conditionals<'static> {
     pub const AS_RECEIVED: Conditionals<'static> = Conditionals {
         strip: false,

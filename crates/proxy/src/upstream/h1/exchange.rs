@@ -69,16 +69,8 @@ pub async fn fetch<'s, R: RequestView, D: Downstream>(
         .await
         .map_err(|e| FetchError::Unreachable(e.kind()))?;
     scratch.head.clear();
-    let parts = HeadParts {
-        target: up.target,
-        host: up.host.or(picked.as_deref()).unwrap_or_default(),
-        policy: &ups.config.headers,
-        via: &ups.via,
-        client: request.client,
-        client_scheme: request.client_scheme,
-        cond: request.cond,
-    };
-    request_head::build(&mut scratch.head, request.req, &parts);
+    let host = up.host.or(picked.as_deref()).unwrap_or_default();
+    build_head(&mut scratch.head, ups, &request, host);
     let sending = Sending {
         method: request.req.method(),
         body: request.req.body(),
@@ -97,6 +89,17 @@ pub fn prepare(
     host: &[u8],
 ) -> Bytes {
     let mut head = BytesMut::with_capacity(512);
+    build_head(&mut head, ups, &request, host);
+    head.freeze()
+}
+
+/// Appends the head `request` is sent with, under the Host value `host`, to `out`.
+fn build_head<R: RequestView>(
+    out: &mut BytesMut,
+    ups: &Upstreams,
+    request: &OriginRequest<'_, R>,
+    host: &[u8],
+) {
     let parts = HeadParts {
         target: request.upstream.target,
         host,
@@ -106,8 +109,7 @@ pub fn prepare(
         client_scheme: request.client_scheme,
         cond: request.cond,
     };
-    request_head::build(&mut head, request.req, &parts);
-    head.freeze()
+    request_head::build(out, request.req, &parts);
 }
 
 /// Sends a prepared GET (no content) to `origins` and reads the final response head.
