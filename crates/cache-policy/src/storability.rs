@@ -124,15 +124,7 @@ pub fn is_storable_stored<Q: Fields>(
     if method != b"GET" {
         return Storability::NotStorable(NotStorableReason::Method);
     }
-    ResponseFacts {
-        request_cc: RequestCacheControl::parse(request),
-        has_authorization: request.contains(HeaderId::Authorization),
-        status: meta.status,
-        response_cc: meta.cache_control,
-        expires: meta.expires,
-        vary_star: meta.vary == Vary::Star,
-    }
-    .verdict(config, false)
+    ResponseFacts::of_stored(request, meta, meta.status).verdict(config, false)
 }
 
 /// Decides whether a `206` may be kept as a piece of its representation (RFC 9111 §3.3: "a 206
@@ -149,16 +141,8 @@ pub fn is_storable_piece<Q: Fields>(
     if method != b"GET" || meta.status != 206 {
         return Storability::NotStorable(NotStorableReason::Method);
     }
-    ResponseFacts {
-        request_cc: RequestCacheControl::parse(request),
-        has_authorization: request.contains(HeaderId::Authorization),
-        // Judged as the incomplete 200 it stands for.
-        status: 200,
-        response_cc: meta.cache_control,
-        expires: meta.expires,
-        vary_star: meta.vary == Vary::Star,
-    }
-    .verdict(config, false)
+    // Judged as the incomplete 200 it stands for.
+    ResponseFacts::of_stored(request, meta, 200).verdict(config, false)
 }
 
 /// Decides whether a `POST` response may be stored and reused for later
@@ -196,6 +180,18 @@ struct ResponseFacts {
 }
 
 impl ResponseFacts {
+    /// The facts of a response whose metadata is built, judged as having `status`.
+    fn of_stored<Q: Fields>(request: &Q, meta: &StoredMeta, status: u16) -> Self {
+        Self {
+            request_cc: RequestCacheControl::parse(request),
+            has_authorization: request.contains(HeaderId::Authorization),
+            status,
+            response_cc: meta.cache_control,
+            expires: meta.expires,
+            vary_star: meta.vary == Vary::Star,
+        }
+    }
+
     fn read<Q: Fields, P: Fields>(
         request: &Q,
         status: u16,

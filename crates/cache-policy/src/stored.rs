@@ -9,7 +9,7 @@ use crate::config::PolicyConfig;
 use crate::dates::{first_date, Expires};
 use crate::fields::Fields;
 use crate::freshness::{freshness_lifetime, Freshness};
-use crate::targeted::{governing, Governing, PolicySource};
+use crate::targeted::{governing_at, Governing, PolicySource};
 use crate::vary::{vary_matches, Vary};
 use sepia_http1::HeaderId;
 
@@ -75,7 +75,7 @@ impl StoredMeta {
             cache_control,
             expires,
             source,
-        } = governing(response, config.targets());
+        } = governing_at(response, config.targets(), response_time);
         let date = first_date(response, HeaderId::Date, response_time);
         let last_modified_raw = response.first(HeaderId::LastModified);
         let last_modified =

@@ -86,6 +86,21 @@ pub struct Governing {
 /// The directives a response's caching follows: those of the first targeted field with a
 /// valid, non-empty value, else its Cache-Control and Expires.
 pub fn governing<F: Fields>(response: &F, targets: &TargetList) -> Governing {
+    governing_with(response, targets, || Expires::parse(response))
+}
+
+/// [`governing`] for a response received at `now`: its Expires is read against the receipt
+/// time, so the response's Date is not parsed for it a second time.
+pub(crate) fn governing_at<F: Fields>(response: &F, targets: &TargetList, now: u64) -> Governing {
+    governing_with(response, targets, || Expires::parse_at(response, now))
+}
+
+/// [`governing`], reading Expires with `expires` when no targeted field decides.
+fn governing_with<F: Fields>(
+    response: &F,
+    targets: &TargetList,
+    expires: impl FnOnce() -> Expires,
+) -> Governing {
     for (index, (name, &id)) in targets.names.iter().zip(&targets.ids).enumerate() {
         let found = match id {
             HeaderId::Other => targeted_directives(response.values(name)),
@@ -101,7 +116,7 @@ pub fn governing<F: Fields>(response: &F, targets: &TargetList) -> Governing {
     }
     Governing {
         cache_control: ResponseCacheControl::parse(response),
-        expires: Expires::parse(response),
+        expires: expires(),
         source: PolicySource::CacheControl,
     }
 }

@@ -289,6 +289,12 @@ impl ConfigValue for HostHeader {
     }
 }
 
+/// Whether `text` is an RFC 9110 token (§5.6.2): what field names and Via's pseudonym are.
+fn is_token(text: &str) -> bool {
+    let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    !text.is_empty() && text.bytes().all(is_tchar)
+}
+
 /// A field name in a listener's targeted cache control list (RFC 9213 §2.2): an RFC 9110
 /// token (§5.1) naming a response field other than Cache-Control or Expires, whose
 /// directives the targeted field replaces.
@@ -297,8 +303,7 @@ pub(crate) struct TargetedFieldName(pub String);
 
 impl ConfigValue for TargetedFieldName {
     fn parse_value(text: &str) -> Result<Self, String> {
-        let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-        if text.is_empty() || !text.bytes().all(is_tchar) {
+        if !is_token(text) {
             return Err(format!(
                 "invalid field name \"{text}\" (expected an HTTP field name: letters, digits \
                  and !#$%&'*+-.^_`|~)"
@@ -320,8 +325,7 @@ pub(crate) struct Pseudonym(pub String);
 
 impl ConfigValue for Pseudonym {
     fn parse_value(text: &str) -> Result<Self, String> {
-        let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-        if !text.is_empty() && text.bytes().all(is_tchar) {
+        if is_token(text) {
             Ok(Pseudonym(text.to_string()))
         } else {
             Err(format!(

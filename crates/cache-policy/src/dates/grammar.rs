@@ -32,9 +32,6 @@
 //! (31 April, 29 February of a common year), times past 23:59:60, and dates before 1970 or
 //! after 9999, which the `u64` seconds of this crate do not represent. Surrounding whitespace
 //! is the caller's to trim (it is not part of a field value, RFC 9110 §5.5).
-//!
-//! This file uses nothing from the rest of the crate (the date micro-benchmark includes it on
-//! its own).
 
 /// Seconds in a day; HTTP-dates have no leap seconds once parsed (see the module notes).
 const DAY: u64 = 86_400;
