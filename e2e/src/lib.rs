@@ -14,10 +14,12 @@
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
 //! * [`netns`]: client, router and origin network namespaces for the interception tests.
+//! * [`TestCert`]: certificates made at test time with `openssl`; [`served_subject`] asks which
+//!   one a server name gets; [`python`] runs scripted clients (Python's `ssl`).
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
-//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`.
+//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`.
 //! `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;
@@ -34,6 +36,7 @@ mod origin_routes;
 mod pattern;
 mod raw_client;
 mod squid_line;
+mod tls;
 
 pub use binary::{sepia_bin, Sepia};
 pub use config::{forward_config, free_addr, reverse_config};
@@ -45,6 +48,7 @@ pub use origin_cache_routes::REVALIDATE_BODY;
 pub use pattern::{fill_pattern, pattern, sha256_hex};
 pub use raw_client::RawClient;
 pub use squid_line::SquidLine;
+pub use tls::{openssl_with_input, python, served_subject, TestCert};
 
 use std::time::{Duration, Instant};
 

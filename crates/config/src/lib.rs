@@ -15,6 +15,7 @@ mod auth;
 mod error;
 mod raw;
 mod resolve;
+mod tls;
 mod values;
 
 use std::net::SocketAddr;
@@ -25,9 +26,10 @@ use toml::Spanned;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, AuthBackend, AuthConfig, CacheConfig, Config, Forward, HeaderPolicy,
-    HelperConfig, HostHeader, HostMatch, Limits, Listener, LogFormat, LogTarget, Mode, OriginAddr,
-    RefreshRule, Route, Server, Timeouts, XForwardedFor,
+    HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode,
+    OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
+pub use model::{AlpnProtocol, CertificateFiles, TlsVersion};
 
 use crate::values::ConfigValue;
 
@@ -41,7 +43,7 @@ impl Config {
     /// The built-in default: a forward proxy on 127.0.0.1:3128 with every default of
     /// the README.
     pub fn builtin_default() -> Config {
-        Config::quick_forward(DEFAULT_LISTEN, None)
+        Config::quick_forward(DEFAULT_LISTEN, None, None)
             .unwrap_or_else(|e| unreachable!("the built-in default is valid: {e}"))
     }
 
@@ -70,12 +72,14 @@ impl Config {
         resolve::resolve(raw, file_name, text)
     }
 
-    /// `sepia reverse --listen ADDR --origin URL [--origin URL…] [--workers N]`: one reverse
-    /// listener and one `"*"` route over `origins`, everything else at its default.
+    /// `sepia reverse --listen ADDR --origin URL [--origin URL…] [--workers N]
+    /// [--tls-cert FILE --tls-key FILE]`: one reverse listener (TLS with `tls`) and one `"*"`
+    /// route over `origins`, everything else at its default.
     pub fn quick_reverse(
         listen: &str,
         origins: &[String],
         workers: Option<usize>,
+        tls: Option<ListenerTls>,
     ) -> Result<Config, ConfigError> {
         if origins.is_empty() {
             return Err(ConfigError::new(
@@ -94,12 +98,17 @@ impl Config {
             origins: Spanned::new(0..0, origins),
             host_header: raw::Parsed(HostHeader::Pass),
         };
-        Config::quick(listen, Mode::Reverse, workers, Some(route))
+        Config::quick(listen, Mode::Reverse, workers, Some(route), tls)
     }
 
-    /// `sepia forward --listen ADDR [--workers N]`: one forward listener, every default.
-    pub fn quick_forward(listen: &str, workers: Option<usize>) -> Result<Config, ConfigError> {
-        Config::quick(listen, Mode::Forward, workers, None)
+    /// `sepia forward --listen ADDR [--workers N] [--tls-cert FILE --tls-key FILE]`: one
+    /// forward listener (TLS with `tls`: an HTTPS proxy), every default.
+    pub fn quick_forward(
+        listen: &str,
+        workers: Option<usize>,
+        tls: Option<ListenerTls>,
+    ) -> Result<Config, ConfigError> {
+        Config::quick(listen, Mode::Forward, workers, None, tls)
     }
 
     /// The defaults plus one listener (and route): built through the same `resolve` as a file
@@ -109,6 +118,7 @@ impl Config {
         mode: Mode,
         workers: Option<usize>,
         route: Option<raw::RawRoute>,
+        tls: Option<ListenerTls>,
     ) -> Result<Config, ConfigError> {
         let address = SocketAddr::parse_value(listen)
             .map_err(|message| ConfigError::new(COMMAND_LINE, Some("--listen"), message))?;
@@ -130,9 +140,14 @@ impl Config {
             mode: Spanned::new(0..0, raw::Parsed(mode)),
             spoof_client: None,
             targeted_cache_control: None,
+            tls: None,
         });
         raw.route.extend(route);
-        resolve::resolve(raw, COMMAND_LINE, "")
+        let mut config = resolve::resolve(raw, COMMAND_LINE, "")?;
+        if let Some(listener) = config.listeners.first_mut() {
+            listener.tls = tls;
+        }
+        Ok(config)
     }
 
     /// The route for a request's Host (without port, any case; one trailing dot of a fully

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::auth::{AuthBackend, AuthConfig, HelperConfig};
+pub use crate::tls::{AlpnProtocol, CertificateFiles, ListenerTls, TlsVersion};
 
 /// The whole configuration: one value per section of the TOML file (see the README, section Configuration).
 #[derive(Clone, Debug, PartialEq)]
@@ -134,6 +135,8 @@ pub struct Listener {
     /// `["CDN-Cache-Control"]` on reverse listeners (Sepia is the site's edge cache there),
     /// none elsewhere.
     pub targeted_cache_control: Vec<String>,
+    /// `[listen.tls]`: TLS termination on this listener; `None` means plain TCP.
+    pub tls: Option<ListenerTls>,
 }
 
 /// `[limits]`.

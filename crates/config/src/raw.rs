@@ -214,6 +214,9 @@ pub(crate) struct RawListener {
     /// RFC 9213's target list; `None` means the mode's default.
     #[serde(default)]
     pub targeted_cache_control: Option<Spanned<Vec<Parsed<TargetedFieldName>>>>,
+    /// `[listen.tls]`: TLS termination; `None` means plain TCP.
+    #[serde(default)]
+    pub tls: Option<Spanned<crate::tls::RawTls>>,
 }
 
 #[derive(Deserialize, Debug)]

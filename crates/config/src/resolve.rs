@@ -180,11 +180,13 @@ fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listen
                 why,
             )
         })?;
+        let tls = crate::tls::resolve_tls(listen.tls.as_ref(), mode, index, file, text)?;
         listeners.push(Listener {
             address,
             mode,
             spoof_client,
             targeted_cache_control,
+            tls,
         });
     }
     Ok(listeners)

@@ -71,6 +71,7 @@ fn builtin_default_matches_the_documented_defaults() {
             mode: Mode::Forward,
             spoof_client: false,
             targeted_cache_control: vec![],
+            tls: None,
         }]
     );
     assert_eq!(
@@ -208,7 +209,7 @@ fn errors_name_file_line_and_key() {
         ),
         (
             format!("{LISTENER}cache_size = 5\n"),
-            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client, targeted_cache_control)",
+            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client, targeted_cache_control, tls)",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"revers\"\n".to_string(),
@@ -380,7 +381,7 @@ fn quick_constructors() {
         "http://127.0.0.1:8080".to_string(),
         "http://b:81".to_string(),
     ];
-    let config = Config::quick_reverse("0.0.0.0:80", &origins, Some(2)).unwrap();
+    let config = Config::quick_reverse("0.0.0.0:80", &origins, Some(2), None).unwrap();
     assert_eq!(config.server.workers, 2);
     assert_eq!(config.listeners[0].mode, Mode::Reverse);
     assert_eq!(config.routes.len(), 1);
@@ -389,22 +390,22 @@ fn quick_constructors() {
     let default = Config::builtin_default();
     assert_eq!(config.timeouts, default.timeouts);
 
-    let forward = Config::quick_forward("[::]:3128", None).unwrap();
+    let forward = Config::quick_forward("[::]:3128", None, None).unwrap();
     assert_eq!(forward.listeners[0].address, "[::]:3128".parse().unwrap());
     assert_eq!(forward.server.workers, default.server.workers);
 
-    let err = Config::quick_reverse("0.0.0.0:80", &[], None).unwrap_err();
+    let err = Config::quick_reverse("0.0.0.0:80", &[], None, None).unwrap_err();
     assert_eq!(err.key(), Some("--origin"));
     let bad = vec!["https://x".to_string()];
-    let err = Config::quick_reverse("0.0.0.0:80", &bad, None).unwrap_err();
+    let err = Config::quick_reverse("0.0.0.0:80", &bad, None, None).unwrap_err();
     assert_eq!(
         err.to_string(),
         "command line: key '--origin': invalid origin \"https://x\": https origins are not \
          supported yet"
     );
-    let err = Config::quick_forward("nowhere", None).unwrap_err();
+    let err = Config::quick_forward("nowhere", None, None).unwrap_err();
     assert_eq!(err.key(), Some("--listen"));
-    let err = Config::quick_forward("127.0.0.1:1", Some(5000)).unwrap_err();
+    let err = Config::quick_forward("127.0.0.1:1", Some(5000), None).unwrap_err();
     assert_eq!(err.key(), Some("--workers"));
 }
 

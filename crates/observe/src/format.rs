@@ -183,6 +183,7 @@ fn push_url(out: &mut Vec<u8>, rec: &AccessRecord) {
 }
 
 /// The logged URL through a format's `escape`: the target as received, with `http://host`
+/// (`https://host` over TLS)
 /// in front when it is origin-form and the Host is known (reverse mode), as Squid logs
 /// accelerated requests.
 pub(crate) fn push_url_with(
@@ -195,7 +196,7 @@ pub(crate) fn push_url_with(
         .as_ref()
         .filter(|_| rec.target.starts_with(b"/"))
     {
-        out.extend_from_slice(b"http://");
+        out.extend_from_slice(if rec.tls { b"https://" } else { b"http://" });
         escape(out, host);
     }
     escape(out, &rec.target);

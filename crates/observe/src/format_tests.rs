@@ -19,6 +19,7 @@ pub(crate) fn miss() -> AccessRecord {
         bytes_sent: 1234,
         method: Bytes::from_static(b"GET"),
         scheme_host: None,
+        tls: false,
         target: Bytes::from_static(b"http://example.com/index.html"),
         version_minor: 1,
         user: None,
@@ -50,6 +51,7 @@ fn squid_lines() {
         peer: None,
         elapsed: Duration::ZERO,
         scheme_host: Some(Bytes::from_static(b"www.example.com")),
+        tls: false,
         target: Bytes::from_static(b"/a?b=c"),
         ..miss()
     };
@@ -92,6 +94,7 @@ fn squid_lines() {
         user: Some(Bytes::from_static(b"alice")),
         peer: Some("::1".parse().unwrap()),
         scheme_host: Some(Bytes::from_static(b"site")),
+        tls: false,
         target: Bytes::from_static(b"/"),
         result: ResultCode::TcpRefreshUnmodified,
         status: 304,
@@ -138,6 +141,7 @@ fn squid_keeps_one_line_per_record() {
     let rec = AccessRecord {
         target: Bytes::from_static(b"/a b\r\nc\x7f%20\xc3\xa9"),
         scheme_host: Some(Bytes::from_static(b"h")),
+        tls: false,
         user: Some(Bytes::from_static(b"bob smith")),
         content_type: Some(Bytes::from_static(b"text/html; charset=utf-8")),
         ..miss()
@@ -177,6 +181,7 @@ fn combined_lines() {
         bytes_sent: 0,
         user: Some(Bytes::from_static(b"al ice")),
         scheme_host: Some(Bytes::from_static(b"h")),
+        tls: false,
         target: Bytes::from_static(b"/\"x\"\\y\n"),
         user_agent: Some(Bytes::from_static(b"say \"hi\"\t")),
         client: "[::1]:5".parse::<SocketAddr>().unwrap(),
@@ -322,4 +327,16 @@ fn combined_escapes_like_apache() {
         "127.0.0.1 - \"\" [22/Nov/2026:07:34:00 +0000] \
          \"GET /\\b\\v\\x01\\x7f\\xc3\\xa9\\\"\\\\ HTTP/1.1\" 200 1234 \"\\r\\n\" \"\"\n"
     );
+}
+
+#[test]
+fn a_request_over_tls_logs_an_https_url() {
+    let over_tls = AccessRecord {
+        scheme_host: Some(Bytes::from_static(b"www.example.com")),
+        tls: true,
+        target: Bytes::from_static(b"/a"),
+        ..miss()
+    };
+    assert!(squid(&over_tls).contains(" GET https://www.example.com/a "));
+    assert!(combined(&over_tls).contains("\"GET https://www.example.com/a HTTP/1.1\""));
 }

@@ -51,6 +51,7 @@ fn json_values_and_nulls() {
         version_minor: 0,
         user: Some(Bytes::from_static(b"alice")),
         scheme_host: Some(Bytes::from_static(b"www.example.com")),
+        tls: false,
         target: Bytes::from_static(b"/a?b=c"),
         client: "[2001:db8::7]:40000".parse().unwrap(),
         elapsed: Duration::from_millis(5),

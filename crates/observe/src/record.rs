@@ -107,6 +107,8 @@ pub struct AccessRecord {
     /// When `target` is origin-form (`/x`, RFC 9112 §3.2.1), the Host it was sent to; the URL
     /// is then logged as `http://` + host + target, like Squid does for accelerated requests.
     pub scheme_host: Option<Bytes>,
+    /// The request came over TLS: an origin-form target is logged as `https://` + host + target.
+    pub tls: bool,
     /// The request target as received (origin-, absolute- or authority-form).
     pub target: Bytes,
     /// 0 or 1: the minor version of `HTTP/1.x` (combined format's `%rv`).

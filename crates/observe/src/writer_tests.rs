@@ -47,6 +47,7 @@ fn record(task: usize, index: usize) -> AccessRecord {
         bytes_sent: index as u64,
         method: Bytes::from_static(b"GET"),
         scheme_host: Some(Bytes::from_static(b"example.com")),
+        tls: false,
         target: Bytes::from(format!("/t{task}/r{index}")),
         version_minor: 1,
         user: None,

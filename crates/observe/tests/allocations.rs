@@ -24,6 +24,7 @@ fn record(start: SystemTime) -> AccessRecord {
         bytes_sent: 5120,
         method: Bytes::from_static(b"GET"),
         scheme_host: Some(Bytes::from_static(b"www.example.com")),
+        tls: false,
         target: Bytes::from_static(b"/static/app.js"),
         version_minor: 1,
         user: None,

@@ -34,8 +34,13 @@ fn main() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
     };
-    let mut config =
-        Config::quick_reverse(&listen.to_string(), &[format!("http://{origin}")], Some(1)).unwrap();
+    let mut config = Config::quick_reverse(
+        &listen.to_string(),
+        &[format!("http://{origin}")],
+        Some(1),
+        None,
+    )
+    .unwrap();
     config.access_log.target = LogTarget::Off;
     // One worker, as the binary runs it (a current-thread runtime), on a thread of its own:
     // this thread is the client.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use sepia_config::{Config, LogFormat as CfgFormat, LogTarget};
+use sepia_config::{Config, ListenerTls, LogFormat as CfgFormat, LogTarget};
 use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogReopen, LogSink};
 use sepia_proxy::Server;
 
@@ -38,6 +38,8 @@ enum Command {
         /// Worker threads (default: number of CPU cores).
         #[arg(long)]
         workers: Option<usize>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
     /// Quick start: a forward proxy for loopback and private-network clients.
     Forward {
@@ -47,7 +49,30 @@ enum Command {
         /// Worker threads (default: number of CPU cores).
         #[arg(long)]
         workers: Option<usize>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
+}
+
+/// `--tls-cert FILE --tls-key FILE`: the quick starts' listener serves TLS (ALPN h2 and
+/// http/1.1) with this certificate for every server name.
+#[derive(clap::Args)]
+struct TlsArgs {
+    /// PEM certificate (chain) to serve TLS with; needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    fn listener_tls(&self) -> Option<ListenerTls> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ListenerTls::quick(cert.clone(), key.clone())),
+            _ => None,
+        }
+    }
 }
 
 #[global_allocator]
@@ -65,10 +90,18 @@ fn main() -> ExitCode {
                 listen,
                 origin,
                 workers,
+                tls,
             }),
             _,
-        ) => Config::quick_reverse(listen, origin, *workers),
-        (Some(Command::Forward { listen, workers }), _) => Config::quick_forward(listen, *workers),
+        ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls()),
+        (
+            Some(Command::Forward {
+                listen,
+                workers,
+                tls,
+            }),
+            _,
+        ) => Config::quick_forward(listen, *workers, tls.listener_tls()),
         (_, Some(path)) => Config::from_file(path),
         (_, None) => Ok(Config::builtin_default()),
     };
@@ -79,6 +112,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = Server::check(&config) {
+        eprintln!("sepia: {e}");
+        return ExitCode::from(2);
+    }
     if let (Some(Command::Check), Some(path)) = (&cli.command, &cli.config) {
         println!("sepia: {} is valid", path.display());
         return ExitCode::SUCCESS;

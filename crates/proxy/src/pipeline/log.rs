@@ -9,7 +9,7 @@ use sepia_observe::AccessRecord;
 use tokio::time::Instant;
 
 use super::context::ConnInfo;
-use crate::model::{FieldView, HeaderId, Outcome, RequestView, Version};
+use crate::model::{FieldView, HeaderId, Outcome, RequestView, Scheme, Version};
 use crate::state::State;
 
 /// When a request began, on both clocks: the wall clock for the log's timestamp, the
@@ -62,6 +62,7 @@ pub(super) fn record(
         } else {
             None
         },
+        tls: conn.scheme == Scheme::Https,
         target,
         version_minor: u8::from(req.version() == Version::Http11),
         // Copied only for authenticated requests, and only when logging.

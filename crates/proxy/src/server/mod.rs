@@ -17,10 +17,11 @@ use sepia_observe::AccessLog;
 use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 
-use self::parked::{spawn_session, Accepted};
+use self::parked::{spawn_session, spawn_tls_session, Accepted};
 use self::tracker::Tracker;
 use crate::state::State;
 use crate::transport::intercept;
+use crate::transport::tls::TlsListener;
 use crate::transport::Conn;
 
 /// Pending connections the kernel queues per listener.
@@ -44,6 +45,8 @@ struct Bound {
     spoof_client: bool,
     /// Its index in the configuration.
     index: u16,
+    /// TLS termination, when configured.
+    tls: Option<Arc<TlsListener>>,
 }
 
 impl Server {
@@ -51,6 +54,10 @@ impl Server {
     pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
+            let tls = l.tls.as_ref().map(TlsListener::new).transpose();
+            let tls = tls.map_err(|e| {
+                io::Error::new(e.kind(), format!("TLS of listener {}: {e}", l.address))
+            })?;
             let listener = bind(l.address, l.mode == Mode::Tproxy).map_err(|e| {
                 io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.address))
             })?;
@@ -59,12 +66,26 @@ impl Server {
                 mode: l.mode,
                 spoof_client: l.spoof_client,
                 index: u16::try_from(listeners.len()).unwrap_or(u16::MAX),
+                tls: tls.map(Arc::new),
             });
         }
         Ok(Server {
             state: Arc::new(State::new(config, log)?),
             listeners,
         })
+    }
+
+    /// What binding would check beyond the configuration file itself, without binding: every
+    /// TLS listener's certificates and keys can be read and belong together (`sepia check`).
+    pub fn check(config: &Config) -> io::Result<()> {
+        for l in &config.listeners {
+            if let Some(tls) = &l.tls {
+                TlsListener::new(tls).map_err(|e| {
+                    io::Error::new(e.kind(), format!("TLS of listener {}: {e}", l.address))
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// The bound addresses (useful with port 0).
@@ -78,12 +99,17 @@ impl Server {
     /// Serves until `shutdown` completes, then drains.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let tracker = Arc::new(Tracker::new(Arc::default()));
+        let mut watchers = Vec::new();
         for bound in self.listeners {
+            if let (Some(tls), Ok(addr)) = (&bound.tls, bound.listener.local_addr()) {
+                watchers.push(tokio::spawn(tls.clone().watch_files(addr)));
+            }
             tokio::spawn(accept_loop(bound, self.state.clone(), tracker.clone()));
         }
         shutdown.await;
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
         tracker.shutdown.begin();
+        watchers.iter().for_each(tokio::task::JoinHandle::abort);
         let grace = self.state.config.server.shutdown_grace;
         if tokio::time::timeout(grace, tracker.all_done())
             .await
@@ -131,6 +157,7 @@ async fn accept_loop(bound: Bound, state: Arc<State>, tracker: Arc<Tracker>) {
         mode,
         spoof_client,
         index,
+        tls,
     } = bound;
     let Ok(listen) = listener.local_addr() else {
         return;
@@ -145,7 +172,10 @@ async fn accept_loop(bound: Bound, state: Arc<State>, tracker: Arc<Tracker>) {
                 Ok((stream, peer)) => {
                     let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
                     let accepted = Accepted { state: state.clone(), mode, listener: index, divert, guard: tracker.enter() };
-                    spawn_session(accepted, Conn::Tcp(stream), peer);
+                    match &tls {
+                        None => spawn_session(accepted, Conn::Tcp(stream), peer),
+                        Some(tls) => spawn_tls_session(accepted, stream, peer, tls.clone()),
+                    }
                 }
                 Err(e) => {
                     // Out of descriptors or memory: back off instead of spinning.
@@ -213,6 +243,7 @@ mod tests {
                 mode: Mode::Forward,
                 divert: Divert::NotDiverted,
                 index: 0,
+                scheme: crate::model::Scheme::Http,
             };
             std::mem::size_of_val(&h1::serve(state, Conn::Tcp(s), addr, listener, shutdown))
         });

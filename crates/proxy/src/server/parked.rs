@@ -10,10 +10,14 @@ use std::task::{Context, Poll};
 use sepia_config::Mode;
 use tokio::sync::futures::OwnedNotified;
 
+use tokio::net::TcpStream;
+
 use super::tracker::Guard;
 use crate::front::h1;
+use crate::model::Scheme;
 use crate::state::State;
 use crate::transport::intercept::Divert;
+use crate::transport::tls::TlsListener;
 use crate::transport::Conn;
 
 /// What a client connection carries between its session task and its parked state. Kept to
@@ -32,18 +36,43 @@ pub(super) struct Accepted {
 /// Runs a client session; if it goes idle, parks the connection in a separate small task so
 /// the session's large future (buffers, request state) is freed while the client is silent.
 pub(super) fn spawn_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
+    tokio::spawn(run_session(accepted, conn, peer));
+}
+
+/// Runs the TLS handshake of an accepted connection in its own task (the accept loop goes on),
+/// then its session. A failed or late handshake just closes the connection: there is no HTTP
+/// to answer on, and clients that scan or give up are common.
+pub(super) fn spawn_tls_session(
+    accepted: Accepted,
+    stream: TcpStream,
+    peer: SocketAddr,
+    tls: Arc<TlsListener>,
+) {
     tokio::spawn(async move {
-        let listener = h1::Listener {
-            mode: accepted.mode,
-            divert: accepted.divert.clone(),
-            index: usize::from(accepted.listener),
-        };
-        let shutdown = accepted.guard.shutdown();
-        let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
-        if let h1::Served::Idle(conn) = served {
-            tokio::spawn(Parked::new(accepted, conn));
+        let limit = accepted.state.config.timeouts.request_head;
+        match tls.handshake(stream, limit).await {
+            Ok(conn) => run_session(accepted, Conn::Tls(Box::new(conn)), peer).await,
+            Err(e) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
         }
     });
+}
+
+async fn run_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
+    let scheme = match conn {
+        Conn::Tcp(_) => Scheme::Http,
+        Conn::Tls(_) => Scheme::Https,
+    };
+    let listener = h1::Listener {
+        mode: accepted.mode,
+        divert: accepted.divert.clone(),
+        index: usize::from(accepted.listener),
+        scheme,
+    };
+    let shutdown = accepted.guard.shutdown();
+    let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
+    if let h1::Served::Idle(conn) = served {
+        tokio::spawn(Parked::new(accepted, conn));
+    }
 }
 
 pin_project_lite::pin_project! {
@@ -93,7 +122,7 @@ impl Future for Parked {
         if this.stop.poll(cx).is_ready() || stopping {
             return Poll::Ready(());
         }
-        if let Some(conn) = this.conn.as_ref() {
+        if let Some(conn) = this.conn.as_mut() {
             match conn.poll_read_ready(cx) {
                 Poll::Ready(Ok(())) => {
                     if let (Some(accepted), Some(conn)) = (this.accepted.take(), this.conn.take()) {

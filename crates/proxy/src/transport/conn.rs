@@ -11,11 +11,14 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
 use super::intercept::spoofed_socket;
+use super::tls::TlsConn;
 
 /// A connection, whatever carries it.
 #[derive(Debug)]
 pub enum Conn {
     Tcp(TcpStream),
+    /// Boxed: rustls' state is over a kilobyte, and a parked plain connection must stay small.
+    Tls(Box<TlsConn>),
 }
 
 impl Conn {
@@ -45,33 +48,38 @@ impl Conn {
 
     /// Whether an idle connection is still usable: it must have nothing to read, since data
     /// would be a protocol error by the peer and end of stream means it closed its side.
+    /// The socket is peeked, not read, so that TLS records stay for rustls.
     pub fn looks_open(&self) -> bool {
-        match self {
-            Conn::Tcp(s) => {
-                let mut probe = [0u8; 1];
-                matches!(s.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
-        }
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
+        let peeked = socket2::SockRef::from(self.socket()).peek(&mut probe);
+        matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
     /// Readiness to read, without reading: what an idle connection waits for.
-    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Conn::Tcp(s) => s.poll_read_ready(cx),
+            Conn::Tls(s) => s.poll_read_ready(cx),
         }
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        match self {
-            Conn::Tcp(s) => s.peer_addr(),
-        }
+        self.socket().peer_addr()
     }
 
-    /// The two directions, usable at once (a tunnel pumps both): the socket's own borrowed
-    /// halves, which take no lock per poll (`tokio::io::split` would).
-    pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
+    /// The two directions, usable at once (a tunnel pumps both). Plain TCP uses the socket's
+    /// own borrowed halves, which take no lock per poll; TLS, one state for both directions,
+    /// `tokio::io::split`'s.
+    pub fn split(&mut self) -> (ConnRead<'_>, ConnWrite<'_>) {
         match self {
-            Conn::Tcp(s) => s.split(),
+            Conn::Tcp(s) => {
+                let (r, w) = s.split();
+                (ConnRead::Tcp(r), ConnWrite::Tcp(w))
+            }
+            Conn::Tls(s) => {
+                let (r, w) = tokio::io::split(&mut **s);
+                (ConnRead::Tls(r), ConnWrite::Tls(w))
+            }
         }
     }
 
@@ -80,6 +88,67 @@ impl Conn {
     pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
             Conn::Tcp(s) => Some(s),
+            Conn::Tls(_) => None,
+        }
+    }
+
+    /// The TCP socket under the connection, TLS or not.
+    fn socket(&self) -> &TcpStream {
+        match self {
+            Conn::Tcp(s) => s,
+            Conn::Tls(s) => s.tcp(),
+        }
+    }
+}
+
+/// The reading half of a split [`Conn`].
+pub enum ConnRead<'a> {
+    Tcp(ReadHalf<'a>),
+    Tls(tokio::io::ReadHalf<&'a mut TlsConn>),
+}
+
+/// The writing half of a split [`Conn`].
+pub enum ConnWrite<'a> {
+    Tcp(WriteHalf<'a>),
+    Tls(tokio::io::WriteHalf<&'a mut TlsConn>),
+}
+
+impl AsyncRead for ConnRead<'_> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ConnRead::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            ConnRead::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ConnWrite<'_> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            ConnWrite::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            ConnWrite::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ConnWrite::Tcp(s) => Pin::new(s).poll_flush(cx),
+            ConnWrite::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ConnWrite::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            ConnWrite::Tls(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
 }
@@ -92,6 +161,7 @@ impl AsyncRead for Conn {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -104,6 +174,7 @@ impl AsyncWrite for Conn {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
@@ -114,24 +185,28 @@ impl AsyncWrite for Conn {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
         match self {
             Conn::Tcp(s) => s.is_write_vectored(),
+            Conn::Tls(s) => s.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             Conn::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(&mut **s).poll_shutdown(cx),
         }
     }
 }

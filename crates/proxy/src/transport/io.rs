@@ -33,7 +33,9 @@ where
             offset = 0;
         }
         if first == parts.len() {
-            return Ok(());
+            // TLS may keep the last record back when the socket was full; plain TCP returns
+            // at once.
+            return w.flush().await;
         }
         let mut slices: [IoSlice<'_>; MAX_SLICES] = [IoSlice::new(&[]); MAX_SLICES];
         let mut n = 0;

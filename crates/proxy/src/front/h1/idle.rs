@@ -45,7 +45,7 @@ pub(super) enum Waited {
 /// be parked (or closed, when `client_idle` is shorter than `IDLE_RELEASE`), or the server
 /// shuts down.
 pub(super) async fn wait_for_request(
-    conn: &Conn,
+    conn: &mut Conn,
     shutdown: &Shutdown,
     active: &mut bool,
     client_idle: Duration,

@@ -44,6 +44,8 @@ pub struct Listener {
     pub divert: Divert,
     /// The listener's index in the configuration.
     pub index: usize,
+    /// `Https` on a TLS listener: the scheme of origin-form requests (RFC 9110 §4.2.2).
+    pub scheme: Scheme,
 }
 
 /// One client connection and what persists across its requests.
@@ -77,7 +79,7 @@ pub async fn serve(
         allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
         mode: listener.mode,
         divert: listener.divert,
-        scheme: Scheme::Http,
+        scheme: listener.scheme,
         listener: listener.index,
     };
     let mut session = Session {
@@ -149,7 +151,7 @@ async fn read_head(
                 return HeadRead::Closed;
             }
             let waited = wait_for_request(
-                &session.io.conn,
+                &mut session.io.conn,
                 &session.shutdown,
                 &mut session.active,
                 t.client_idle,

@@ -108,7 +108,8 @@ async fn forward<W: AsyncWrite + Unpin>(
     activity: &Activity,
     count: &AtomicU64,
 ) -> bool {
-    if w.write_all(bytes).await.is_err() {
+    // Flushed: TLS may hold written bytes back until asked (plain TCP flushes nothing).
+    if w.write_all(bytes).await.is_err() || w.flush().await.is_err() {
         return false;
     }
     count.fetch_add(bytes.len() as u64, Ordering::Relaxed);

@@ -1,0 +1,99 @@
+//! A TLS connection, either side: a client's to a TLS listener, or Sepia's to an https origin.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsStream;
+
+/// A TLS stream over TCP, and whether rustls may hold plaintext already decrypted.
+///
+/// Callers wait for a connection's next message with socket readiness (`poll_read_ready`),
+/// which knows nothing of bytes rustls has already taken off the socket but not handed out:
+/// the request a client sends with its last handshake message, or what a client pipelines
+/// beyond one read buffer. Those would wait for readiness that never comes. So after the
+/// handshake and after a read that filled the caller's buffer (it may have left plaintext
+/// behind), readiness first asks rustls; a read that did not fill the buffer took everything
+/// rustls had.
+#[derive(Debug)]
+pub struct TlsConn {
+    stream: TlsStream<TcpStream>,
+    plaintext_left: bool,
+}
+
+impl TlsConn {
+    pub fn new(stream: impl Into<TlsStream<TcpStream>>) -> TlsConn {
+        TlsConn {
+            stream: stream.into(),
+            plaintext_left: true,
+        }
+    }
+
+    /// The TCP socket under the TLS.
+    pub fn tcp(&self) -> &TcpStream {
+        self.stream.get_ref().0
+    }
+
+    /// Readiness to read: at once when rustls holds plaintext (or a record it cannot
+    /// decrypt, which the read will report), else the socket's.
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.plaintext_left {
+            let processed = match &mut self.stream {
+                TlsStream::Server(s) => s.get_mut().1.process_new_packets(),
+                TlsStream::Client(s) => s.get_mut().1.process_new_packets(),
+            };
+            match processed {
+                Ok(state) if state.plaintext_bytes_to_read() == 0 => self.plaintext_left = false,
+                _ => return Poll::Ready(Ok(())),
+            }
+        }
+        self.tcp().poll_read_ready(cx)
+    }
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let room = buf.remaining();
+        let read = Pin::new(&mut this.stream).poll_read(cx, buf);
+        this.plaintext_left =
+            matches!(read, Poll::Ready(Ok(()))) && room > 0 && buf.remaining() == 0;
+        read
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
