@@ -4,8 +4,10 @@
 # a reverse proxy in front of the suite's own test origin, scores it by test kind and compares
 # the score with conformance/baseline.json.
 #
-# Usage: conformance/run.sh [--update-baseline | --test ID]
+# Usage: conformance/run.sh [--tls] [--update-baseline | --test ID]
 #   (no flag)           run everything; exit 1 when required or optimal is below the baseline
+#   --tls               the same through a TLS listener (--tls-cert/--tls-key, a certificate
+#                       from a CA made for the run, which the suite's client is told to trust)
 #   --update-baseline   also raise baseline.json to today's counts (never lowers it)
 #   --test ID           run one test with the suite's request/response dump, no scoring
 # Environment: SEPIA_BIN (default: <repo>/target/debug/sepia; build it first).
@@ -18,11 +20,13 @@ repo="$(cd "$here/.." && pwd)"
 pkg="$here/node_modules/http-cache-tests"
 suite_version=0.4.5
 
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 update_baseline=0
 single_test=""
+tls=0
 while (($#)); do
   case $1 in
+    --tls) tls=1 ;;
     --update-baseline) update_baseline=1 ;;
     --test)
       (($# >= 2)) || { echo "run.sh: --test needs a test id" >&2; exit 2; }
@@ -125,19 +129,38 @@ free_port() {
   node -e 'const s = require("net").createServer(); s.listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close() })'
 }
 
+# With --tls: a CA and a certificate for 127.0.0.1, made for this run; node's fetch (the
+# suite's client and the probe below) trusts the CA through NODE_EXTRA_CA_CERTS.
+tls_args=()
+scheme=http
+if ((tls)); then
+  t="$run_dir/tls"
+  mkdir -p "$t"
+  ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  openssl req -x509 "${ec[@]}" -days 2 -subj "/CN=conformance CA" -keyout "$t/ca.key" \
+    -out "$t/ca.pem" 2>/dev/null
+  openssl req "${ec[@]}" -subj /CN=localhost -keyout "$t/key.pem" -out "$t/cert.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$t/ext"
+  openssl x509 -req -in "$t/cert.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial \
+    -days 2 -extfile "$t/ext" -out "$t/cert.pem" 2>/dev/null
+  export NODE_EXTRA_CA_CERTS="$t/ca.pem"
+  tls_args=(--tls-cert "$t/cert.pem" --tls-key "$t/key.pem")
+  scheme=https
+fi
+
 # Sepia needs a concrete port; another process could take a free port before Sepia binds it,
 # so a start that dies is retried on a new port.
 proxy_port=""
 for attempt in 1 2 3; do
   port=$(free_port)
   NO_COLOR=1 "$sepia_bin" reverse --listen "127.0.0.1:$port" --origin "http://127.0.0.1:$origin_port" \
-    --workers 2 >"$run_dir/access.log" 2>"$run_dir/sepia.log" &
+    --workers 2 "${tls_args[@]}" >"$run_dir/access.log" 2>"$run_dir/sepia.log" &
   sepia_pid=$!
   pids+=("$sepia_pid")
   for ((i = 0; i < 100; i++)); do
     kill -0 "$sepia_pid" 2>/dev/null || break
     # The origin answers 404 for state it does not have: proof that the whole chain works.
-    if http_status_is "http://127.0.0.1:$port/state/conformance-probe" 404; then
+    if http_status_is "$scheme://127.0.0.1:$port/state/conformance-probe" 404; then
       proxy_port=$port
       break
     fi
@@ -149,11 +172,11 @@ for attempt in 1 2 3; do
   kill -KILL "$sepia_pid" 2>/dev/null || true
 done
 [[ -n $proxy_port ]] || { echo "run.sh: giving up on starting Sepia" >&2; exit 2; }
-echo "== origin 127.0.0.1:$origin_port, sepia 127.0.0.1:$proxy_port ($sepia_bin)"
+echo "== origin 127.0.0.1:$origin_port, sepia $scheme://127.0.0.1:$proxy_port ($sepia_bin)"
 
 # The suite's CLI reads its options from npm_config_* variables (npm run cli -- --base=...);
 # running node directly means setting them here. An empty id runs every test.
-base="http://127.0.0.1:$proxy_port"
+base="$scheme://127.0.0.1:$proxy_port"
 if [[ -n $single_test ]]; then
   (cd "$pkg" && npm_config_base="$base" npm_config_id="$single_test" npm_package_config_id="" \
     exec node --no-warnings cli.mjs) &

@@ -46,8 +46,23 @@ cargo build --locked -p sepia
 echo "== cargo test (unit and black-box)"
 cargo test --workspace --locked
 
+# The suite times some tests with real clocks: on a loaded machine a few of them fail their
+# set-up (seen once in a dozen runs, with compilations beside it). A score below the baseline
+# is run once more; a real regression fails both times.
+conformance_gate() {
+  local status=0
+  conformance/run.sh "$@" || status=$?
+  if ((status == 1)); then
+    echo "== below the baseline: running the suite once more"
+    status=0
+    conformance/run.sh "$@" || status=$?
+  fi
+  return "$status"
+}
 echo "== caching conformance (http-cache-tests, gated by conformance/baseline.json)"
-conformance/run.sh
+conformance_gate
+echo "== caching conformance through a TLS listener (the same suite, the same baseline)"
+conformance_gate --tls
 
 if ((quick == 0)); then
   echo "== fuzz targets (build and a short run each)"

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
@@ -48,10 +48,14 @@ impl Conn {
 
     /// Whether an idle connection is still usable: it must have nothing to read, since data
     /// would be a protocol error by the peer and end of stream means it closed its side.
-    /// The socket is peeked, not read, so that TLS records stay for rustls.
+    /// The socket is peeked, not read, so that TLS records stay for rustls; and only when
+    /// tokio saw it readable (`try_io`), so that a quiet connection costs no syscall.
     pub fn looks_open(&self) -> bool {
+        let tcp = self.socket();
         let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
-        let peeked = socket2::SockRef::from(self.socket()).peek(&mut probe);
+        let peeked = tcp.try_io(Interest::READABLE, || {
+            socket2::SockRef::from(tcp).peek(&mut probe)
+        });
         matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
