@@ -24,6 +24,10 @@ command -v nft >/dev/null || need_pkgs+=(nftables)
 command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
 [[ -x /usr/lib/squid/basic_ncsa_auth || " ${need_pkgs[*]} " == *" squid "* ]] || need_pkgs+=(squid)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+# TLS tests (e2e/tests/tls.rs): openssl s_client makes certificates and resumes sessions,
+# testssl.sh checks the protocols and ciphers offered.
+command -v openssl >/dev/null || need_pkgs+=(openssl)
+command -v testssl >/dev/null || need_pkgs+=(testssl.sh)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

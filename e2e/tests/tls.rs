@@ -512,3 +512,66 @@ fn a_tls_forward_proxy_serves_requests_and_tunnels() {
     tunnelled.assert_status(200);
     assert_eq!(tunnelled.body, pattern(70000));
 }
+
+/// What testssl.sh says of a short-lived certificate from a private CA, for `localhost`.
+const OF_THE_TEST_CERTIFICATE: [&str; 5] = [
+    "cert_chain_of_trust",
+    "cert_expirationStatus",
+    "cert_notAfter",
+    "cert_revocation",
+    "DNS_CAArecord",
+];
+
+/// testssl.sh (Debian's `testssl`) over protocols, ciphers, forward secrecy, server defaults
+/// and known vulnerabilities: nothing below OK but what comes from the test certificate itself
+/// (self-signed, short-lived, no revocation information, no CAA record for localhost).
+#[test]
+fn testssl_finds_no_weak_protocol_cipher_or_vulnerability() {
+    let (dir, _cert, _origin, sepia) = one_site();
+    let report = dir.path().join("testssl.json");
+    let status = Command::new("testssl")
+        .args([
+            "--quiet",
+            "--color",
+            "0",
+            "--warnings",
+            "off",
+            "-p",
+            "-s",
+            "-f",
+            "-S",
+            "-U",
+        ])
+        .args(["--ip", "127.0.0.1", "--jsonfile", report.to_str().unwrap()])
+        .arg(https(&sepia, "localhost", "/"))
+        .stdout(Stdio::null())
+        .status()
+        .expect("run testssl (Debian package testssl.sh)");
+    assert!(
+        status.success() || report.exists(),
+        "testssl failed: {status}"
+    );
+    let findings: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let finding = |id: &str| {
+        findings
+            .iter()
+            .find(|f| f["id"] == id)
+            .and_then(|f| f["finding"].as_str())
+            .unwrap_or_else(|| panic!("no {id} in the report"))
+            .to_string()
+    };
+    for old in ["SSLv2", "SSLv3", "TLS1", "TLS1_1"] {
+        assert_eq!(finding(old), "not offered", "{old}");
+    }
+    assert_eq!(finding("TLS1_2"), "offered");
+    assert!(finding("TLS1_3").starts_with("offered"));
+    let bad: Vec<String> = findings
+        .iter()
+        .filter(|f| !matches!(f["severity"].as_str(), Some("OK" | "INFO")))
+        .filter(|f| !OF_THE_TEST_CERTIFICATE.iter().any(|id| f["id"] == *id))
+        .map(|f| format!("{} {}: {}", f["id"], f["severity"], f["finding"]))
+        .collect();
+    assert!(bad.is_empty(), "testssl findings: {bad:#?}");
+    assert!(findings.len() > 50, "a short report: {}", findings.len());
+}
