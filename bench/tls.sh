@@ -10,6 +10,7 @@
 #
 #   hit-1k-c100     wrk -t1 -c100 keep-alive over TLS 1.3, GET /1k (a cache hit)
 #   plain-1k-c100   the same in clear text, Sepia only (its plaintext hit on the same process)
+#   h2-1k-c100-m32  h2load -c100 -m32 over TLS (ALPN h2): multiplexed 1 KiB hits, p99 from its log
 #   full-1.3        openssl s_time -new -tls1_3: a full handshake per connection, no request
 #   full-1.2        the same with TLS 1.2 (ECDHE-ECDSA-AES128-GCM-SHA256)
 #   resumed-1.2     openssl s_time -reuse -tls1_2: session resumption (ticket or session id)
@@ -48,7 +49,7 @@ while (($#)); do
     shift
 done
 
-CASES=(hit-1k-c100 plain-1k-c100 full-1.3 full-1.2 resumed-1.2 resumed-1.3)
+CASES=(hit-1k-c100 plain-1k-c100 h2-1k-c100-m32 full-1.3 full-1.2 resumed-1.2 resumed-1.3)
 declare -A TLS_PORT=([sepia]=$((PORT_BASE + 1)) [haproxy]=$((PORT_BASE + 2)) [nginx]=$((PORT_BASE + 3)))
 SEPIA_PLAIN_PORT=$((PORT_BASE + 11))
 ORIGIN_PORT=$PORT_BASE
@@ -113,6 +114,7 @@ sample() {
         plain-1k-c100)
             [[ $t == sepia ]] || return 0
             load+=(wrk -t1 -c100 "-d${DURATION}s" --latency "http://127.0.0.1:$SEPIA_PLAIN_PORT/1k") ;;
+        h2-1k-c100-m32) load+=(h2load -c100 -m32 -t1 -D "$DURATION" --log-file "$out.log" "https://127.0.0.1:$port/1k") ;;
         full-1.3) load+=(openssl s_time -connect "127.0.0.1:$port" -new -tls1_3 -time "$DURATION") ;;
         full-1.2) load+=(openssl s_time -connect "127.0.0.1:$port" -new -tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256 -time "$DURATION") ;;
         resumed-1.2) load+=(openssl s_time -connect "127.0.0.1:$port" -reuse -tls1_2 -cipher ECDHE-ECDSA-AES128-GCM-SHA256 -time "$DURATION") ;;
@@ -122,7 +124,12 @@ sample() {
     c0=$(cpu_of "${PID[$t]}")
     "${load[@]}" > "$out" 2>&1
     c1=$(cpu_of "${PID[$t]}")
-    if [[ $case == *-c100 ]]; then
+    if [[ $case == h2-* ]]; then
+        count=$(awk '/^requests:/ { print $8 }' "$out")
+        # h2load's log: start time, status, microseconds per request.
+        p99=$(sort -n -k3 "$out.log" | awk '{ v[NR] = $3 } END { if (NR) printf "%.2f", v[int(NR * 0.99)] / 1000 }')
+        grep -q "succeeded, 0 failed" "$out" || echo "tls.sh: $t $case: failed requests" >&2
+    elif [[ $case == *-c100 ]]; then
         count=$(awk '/requests in/ { print $1 }' "$out")
         p99=$(awk '$1 == "99%" { v = $2; if (v ~ /us$/) v = v / 1000; else if (v ~ /ms$/) v = v + 0; else if (v ~ /s$/) v = v * 1000; print v }' "$out")
         grep -q "Non-2xx" "$out" && echo "tls.sh: $t $case: non-2xx answers" >&2
