@@ -140,9 +140,21 @@ impl BodyFile {
     /// Reads the whole body back into memory: for the rare paths that need the bytes
     /// themselves (a 304 re-publishing the object to readers of a refresh fill).
     pub fn read_all(&self) -> io::Result<Bytes> {
-        let len = usize::try_from(self.len).map_err(io::Error::other)?;
+        self.read_range(0, self.len)
+    }
+
+    /// Reads bytes `start..end` of the body: for connections that cannot take the file
+    /// itself (TLS, HTTP/2), a piece at a time.
+    pub fn read_range(&self, start: u64, end: u64) -> io::Result<Bytes> {
+        if start > end || end > self.len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("bytes {start}..{end} of a {}-byte body", self.len),
+            ));
+        }
+        let len = usize::try_from(end - start).map_err(io::Error::other)?;
         let mut buf = BytesMut::zeroed(len);
-        self.file.read_exact_at(&mut buf, 0)?;
+        self.file.read_exact_at(&mut buf, start)?;
         Ok(buf.freeze())
     }
 }

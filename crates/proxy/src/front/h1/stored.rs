@@ -137,14 +137,7 @@ pub(super) async fn write(
             part = slice_chunks(chunks, start, end);
             &part
         }
-        Body::File(file) if io.conn.tcp().is_some() => {
-            return write_with_file(io, head, file, start, end, limit).await;
-        }
-        // A connection that cannot take a file (TLS) gets the bytes read back.
-        Body::File(file) => {
-            part = vec![file.read_all()?.slice(start as usize..end as usize)];
-            &part
-        }
+        Body::File(file) => return write_with_file(io, head, file, start, end, limit).await,
     };
     write_with_body(io, head, body, limit).await
 }
@@ -220,8 +213,13 @@ async fn write_with_body(
     Ok(total)
 }
 
+/// How much of a body file a connection that cannot take the file itself (TLS) reads back
+/// per write: memory per such response stays bounded whatever the body's size.
+const FILE_PIECE: u64 = 256 * 1024;
+
 /// Writes `head` and the per-hit block in `io.head_buf` in one gather write, then bytes
-/// `start..end` of a body file with sendfile (no copy of the body). Returns the bytes written.
+/// `start..end` of a body file: with sendfile on plain TCP (no copy of the body), else read
+/// back a piece at a time, the first piece in the head's write. Returns the bytes written.
 async fn write_with_file(
     io: &mut ClientIo,
     head: &[u8],
@@ -230,9 +228,23 @@ async fn write_with_file(
     end: u64,
     limit: Duration,
 ) -> io::Result<u64> {
-    write_parts_within(&mut io.conn, &[head, &io.head_buf], limit).await?;
-    if let Some(tcp) = io.conn.tcp() {
-        send_file_within(tcp, file, start, end, limit).await?;
+    let written = (head.len() + io.head_buf.len()) as u64 + (end - start);
+    if io.conn.tcp().is_some() {
+        write_parts_within(&mut io.conn, &[head, &io.head_buf], limit).await?;
+        if let Some(tcp) = io.conn.tcp() {
+            send_file_within(tcp, file, start, end, limit).await?;
+        }
+        return Ok(written);
     }
-    Ok((head.len() + io.head_buf.len()) as u64 + (end - start))
+    let first_end = end.min(start + FILE_PIECE);
+    let first = file.read_range(start, first_end)?;
+    write_parts_within(&mut io.conn, &[head, &io.head_buf, &first], limit).await?;
+    let mut at = first_end;
+    while at < end {
+        let next = end.min(at + FILE_PIECE);
+        let piece = file.read_range(at, next)?;
+        write_parts_within(&mut io.conn, &[&piece], limit).await?;
+        at = next;
+    }
+    Ok(written)
 }
