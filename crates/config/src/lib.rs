@@ -130,6 +130,7 @@ impl Config {
             mode: Spanned::new(0..0, raw::Parsed(mode)),
             spoof_client: None,
             targeted_cache_control: None,
+            h2c: false,
         });
         raw.route.extend(route);
         resolve::resolve(raw, COMMAND_LINE, "")

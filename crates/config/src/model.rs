@@ -134,6 +134,10 @@ pub struct Listener {
     /// `["CDN-Cache-Control"]` on reverse listeners (Sepia is the site's edge cache there),
     /// none elsewhere.
     pub targeted_cache_control: Vec<String>,
+    /// `h2c` (default false): a connection that starts with the HTTP/2 connection preface is
+    /// served in HTTP/2 ("prior knowledge", RFC 9113 §3.3) instead of being refused as an
+    /// invalid HTTP/1.1 request.
+    pub h2c: bool,
 }
 
 /// `[limits]`.

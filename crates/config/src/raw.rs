@@ -214,6 +214,9 @@ pub(crate) struct RawListener {
     /// RFC 9213's target list; `None` means the mode's default.
     #[serde(default)]
     pub targeted_cache_control: Option<Spanned<Vec<Parsed<TargetedFieldName>>>>,
+    /// Prior-knowledge HTTP/2 over cleartext (RFC 9113 §3.3); off by default.
+    #[serde(default)]
+    pub h2c: bool,
 }
 
 #[derive(Deserialize, Debug)]

@@ -185,6 +185,7 @@ fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listen
             mode,
             spoof_client,
             targeted_cache_control,
+            h2c: listen.h2c,
         });
     }
     Ok(listeners)

@@ -20,6 +20,7 @@ pub(crate) fn miss() -> AccessRecord {
         method: Bytes::from_static(b"GET"),
         scheme_host: None,
         target: Bytes::from_static(b"http://example.com/index.html"),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::Direct,
@@ -172,6 +173,7 @@ fn combined_lines() {
     };
     let quoted = AccessRecord {
         start: at_2026 + Duration::from_millis(999),
+        version_major: 1,
         version_minor: 0,
         status: 0,
         bytes_sent: 0,
@@ -180,6 +182,11 @@ fn combined_lines() {
         target: Bytes::from_static(b"/\"x\"\\y\n"),
         user_agent: Some(Bytes::from_static(b"say \"hi\"\t")),
         client: "[::1]:5".parse::<SocketAddr>().unwrap(),
+        ..miss()
+    };
+    let h2 = AccessRecord {
+        version_major: 2,
+        version_minor: 0,
         ..miss()
     };
     let cases = [
@@ -197,6 +204,11 @@ fn combined_lines() {
             miss(),
             "127.0.0.1 - - [22/Nov/2025:07:40:00 +0000] \"GET http://example.com/index.html \
              HTTP/1.1\" 200 1234 \"-\" \"-\"\n",
+        ),
+        (
+            h2,
+            "127.0.0.1 - - [22/Nov/2025:07:40:00 +0000] \"GET http://example.com/index.html \
+             HTTP/2.0\" 200 1234 \"-\" \"-\"\n",
         ),
     ];
     for (rec, want) in cases {

@@ -48,6 +48,7 @@ fn record(task: usize, index: usize) -> AccessRecord {
         method: Bytes::from_static(b"GET"),
         scheme_host: Some(Bytes::from_static(b"example.com")),
         target: Bytes::from(format!("/t{task}/r{index}")),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::Direct,

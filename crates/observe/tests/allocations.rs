@@ -25,6 +25,7 @@ fn record(start: SystemTime) -> AccessRecord {
         method: Bytes::from_static(b"GET"),
         scheme_host: Some(Bytes::from_static(b"www.example.com")),
         target: Bytes::from_static(b"/static/app.js"),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::None,

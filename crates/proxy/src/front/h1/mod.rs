@@ -13,5 +13,7 @@ mod session;
 mod stored;
 mod tunnel;
 
+/// Where it was before HTTP/2 shared it; `server` still names it here.
+pub use crate::front::Listener;
 pub use idle::IDLE_RELEASE;
-pub use session::{serve, Listener, Served};
+pub use session::{serve, Served};

@@ -6,19 +6,18 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sepia_config::Mode;
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
 
 use super::client_io::ClientIo;
 use super::exchange::H1Exchange;
 use super::idle::{wait_for_request, IdleWait, Waited};
-use crate::front::burst;
+use crate::front::{burst, h2, Listener};
 use crate::model::{ClientInfo, Outcome, Scheme};
 use crate::pipeline::{self, Buffers, ConnInfo};
 use crate::state::shutdown::Shutdown;
 use crate::state::State;
-use crate::transport::intercept::Divert;
 use crate::transport::io::read_by_deadline;
 use crate::transport::Conn;
 
@@ -35,15 +34,6 @@ pub enum Served {
     Closed,
     /// Idle keep-alive connection with no unread bytes: park it until it becomes readable.
     Idle(Conn),
-}
-
-/// The listener a connection arrived on, as its session needs it.
-pub struct Listener {
-    pub mode: Mode,
-    /// Where an intercepted connection was going (`NotDiverted` on other listeners).
-    pub divert: Divert,
-    /// The listener's index in the configuration.
-    pub index: usize,
 }
 
 /// One client connection and what persists across its requests.
@@ -95,16 +85,27 @@ pub async fn serve(
     };
     let mut decoder = RequestDecoder::new(limits);
     let mut req = RequestHead::default();
+    // No request was answered on this session yet: only then may the HTTP/2 preface come.
+    let mut first = true;
     loop {
         let head = read_head(&state, &mut session, &mut decoder, &mut req, idle.as_mut()).await;
         let refusal = match head {
             HeadRead::Closed => return Served::Closed,
             HeadRead::Idle => return Served::Idle(session.io.into_conn()),
             HeadRead::TimedOut => Outcome::local(408, "the request head did not arrive in time"),
-            HeadRead::Invalid(e) => Outcome::local(e.status(), e.reason()),
+            HeadRead::Invalid(e) => {
+                let h2c = first && h2c_allowed(&state, &info);
+                if let Some(early) = h2c.then(|| h2c_preface(&req, &session.io.buf)).flatten() {
+                    // Boxed: the h1 session's future stays as small as before.
+                    Box::pin(hand_to_h2(state, session, info, early, peer)).await;
+                    return Served::Closed;
+                }
+                Outcome::local(e.status(), e.reason())
+            }
             HeadRead::Request => {
                 burst::request_began();
                 session.active = true;
+                first = false;
                 let mut exchange =
                     H1Exchange::new(&state, &mut session.io, &req, &session.shutdown);
                 let outcome = pipeline::serve(&state, &info, &mut exchange, &req, &mut buffers);
@@ -191,4 +192,56 @@ fn make_head_room(buf: &mut BytesMut) {
         };
         buf.reserve(room);
     }
+}
+
+/// Serves the rest of the connection in HTTP/2 (prior-knowledge h2c, RFC 9113 §3.3).
+async fn hand_to_h2(
+    state: Arc<State>,
+    session: Session,
+    info: ConnInfo,
+    early: Bytes,
+    peer: SocketAddr,
+) {
+    let ConnInfo {
+        mode,
+        divert,
+        listener: index,
+        ..
+    } = info;
+    let listener = Listener {
+        mode,
+        divert,
+        index,
+    };
+    let (conn, shutdown) = (session.io.into_conn(), session.shutdown);
+    h2::serve_h2c(state, conn, early, peer, listener, shutdown).await;
+}
+
+/// The part of the HTTP/2 preface that reads as an HTTP/1.x head: `PRI * HTTP/2.0` and an
+/// empty line.
+const PREFACE_HEAD: usize = 18;
+
+/// Whether the connection's listener serves prior-knowledge h2c (`listen[].h2c`).
+fn h2c_allowed(state: &State, info: &ConnInfo) -> bool {
+    state
+        .config
+        .listeners
+        .get(info.listener)
+        .is_some_and(|l| l.h2c)
+}
+
+/// The bytes read so far when the head the decoder refused is the start of the HTTP/2
+/// connection preface (RFC 9113 §3.4: `PRI * HTTP/2.0`, then `SM` after it), for the h2
+/// front end to read again. Looked at only after a refusal, so an h1 request pays nothing.
+fn h2c_preface(req: &RequestHead, unread: &BytesMut) -> Option<Bytes> {
+    let head = req.raw();
+    let (start, rest) = h2::PREFACE.split_at(PREFACE_HEAD);
+    let seen = &unread[..unread.len().min(rest.len())];
+    if head.as_ref() != start || !rest.starts_with(seen) {
+        return None;
+    }
+    let mut early = BytesMut::with_capacity(head.len() + unread.len());
+    early.extend_from_slice(head);
+    early.extend_from_slice(unread);
+    Some(early.freeze())
 }
