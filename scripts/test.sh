@@ -24,6 +24,10 @@ command -v nft >/dev/null || need_pkgs+=(nftables)
 command -v htpasswd >/dev/null || need_pkgs+=(apache2-utils)
 [[ -x /usr/lib/squid/basic_ncsa_auth || " ${need_pkgs[*]} " == *" squid "* ]] || need_pkgs+=(squid)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+# HTTP/2 front end (e2e/tests/h2.rs): h2load drives many streams, the attack scripts frame
+# HTTP/2 by hand with python3-h2 (h2 + hyperframe).
+command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
+python3 -c 'import h2, hyperframe' 2>/dev/null || need_pkgs+=(python3-h2)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

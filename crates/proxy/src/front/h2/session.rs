@@ -6,7 +6,9 @@
 //! streams then run on every worker (an h1 client's requests would, over as many
 //! connections), one stream's CPU work does not delay the others' frames, and the
 //! connection's task stays a small loop that only accepts, counts and closes. A `JoinSet`
-//! holds them, so a closing connection cancels what is left of its streams.
+//! holds them; when the connection ends, the streams left are detached, not cancelled: each
+//! sees its client gone (sends fail, `Downstream::gone` completes), stops its origin work
+//! and still writes its access log line, as an h1 request whose client left does.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -134,13 +136,25 @@ fn builder(state: &State) -> Builder {
 /// shutdown begins; its open streams finish first. Control frames alone (PING, SETTINGS)
 /// do not keep a connection from being idle.
 async fn drive(
+    conn: Connection<Rewound, Bytes>,
+    state: &Arc<State>,
+    info: &Arc<ConnInfo>,
+    shutdown: &Shutdown,
+) {
+    let mut streams = JoinSet::new();
+    accept_streams(conn, &mut streams, state, info, shutdown).await;
+    streams.detach_all();
+}
+
+/// The connection's loop (see [`drive`]).
+async fn accept_streams(
     mut conn: Connection<Rewound, Bytes>,
+    streams: &mut JoinSet<()>,
     state: &Arc<State>,
     info: &Arc<ConnInfo>,
     shutdown: &Shutdown,
 ) {
     let idle_limit = state.config.timeouts.client_idle;
-    let mut streams = JoinSet::new();
     let mut refused = 0u32;
     let mut stop = std::pin::pin!(shutdown.waiter());
     let idle = tokio::time::sleep(idle_limit);
