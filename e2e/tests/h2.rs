@@ -405,3 +405,26 @@ fn connect_over_h2_tunnels_and_forward_requests_are_proxied() {
         "{lines:?}"
     );
 }
+
+#[test]
+fn shutdown_sends_goaway_and_lets_open_streams_finish() {
+    let (origin, mut sepia) = h2c_proxy("");
+    let url = format!("{}/delay/700", sepia.url());
+    let slow = std::thread::spawn(move || h2(&url, &["-v"]));
+    assert!(sepia_e2e::wait_until(Duration::from_secs(5), || origin
+        .heads_seen()
+        == 1));
+    let started = Instant::now();
+    let status = sepia.terminate(Duration::from_secs(10));
+    assert!(status.is_some(), "sepia did not exit");
+    let out = slow.join().unwrap();
+    out.assert_status(200);
+    assert_eq!(out.text(), "delayed");
+    // curl -v reports the GOAWAY it read before the connection closed.
+    assert!(
+        out.stderr.to_ascii_lowercase().contains("goaway"),
+        "{}",
+        out.stderr
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
