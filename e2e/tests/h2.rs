@@ -428,3 +428,19 @@ fn shutdown_sends_goaway_and_lets_open_streams_finish() {
     );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn large_bodies_flow_and_a_body_cut_short_is_reset_not_ended() {
+    let (_origin, sepia) = h2c_proxy("");
+    let big = h2(&format!("{}/bytes/8000000", sepia.url()), &[]);
+    big.assert_status(200);
+    assert_eq!(big.body.len(), 8_000_000);
+    assert_eq!(sha256_hex(&big.body), sha256_hex(&pattern(8_000_000)));
+    // The origin announces 100000 bytes and closes after 1000: the client must see the
+    // stream fail (RST_STREAM), never a clean end of a short body.
+    let cut = h2(&format!("{}/die-mid-body", sepia.url()), &[]);
+    assert_ne!(cut.exit_code, 0, "a cut body ended cleanly: {}", cut.stderr);
+    assert!(cut.body.len() < 100_000);
+    // The connection's other streams are unaffected: a new request still works.
+    h2(&format!("{}/bytes/10", sepia.url()), &[]).assert_status(200);
+}

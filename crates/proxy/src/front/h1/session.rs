@@ -245,3 +245,46 @@ fn h2c_preface(req: &RequestHead, unread: &BytesMut) -> Option<Bytes> {
     early.extend_from_slice(unread);
     Some(early.freeze())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(raw: &[u8]) -> (RequestHead, BytesMut) {
+        let mut decoder = RequestDecoder::new(Limits::default());
+        let mut buf = BytesMut::from(raw);
+        let mut req = RequestHead::default();
+        assert!(
+            decoder.decode(&mut buf, &mut req).is_err(),
+            "{raw:?} parsed"
+        );
+        (req, buf)
+    }
+
+    #[test]
+    fn the_preface_is_found_in_the_head_the_decoder_refused() {
+        let mut whole = h2::PREFACE.to_vec();
+        whole.extend_from_slice(b"\0\0\0\x04\0\0\0\0\0"); // and an empty SETTINGS
+        let (req, unread) = refused(&whole);
+        assert_eq!(h2c_preface(&req, &unread).as_deref(), Some(&whole[..]));
+        // Only part of the rest arrived yet: still the preface.
+        let (req, unread) = refused(&h2::PREFACE[..20]);
+        assert_eq!(
+            h2c_preface(&req, &unread).as_deref(),
+            Some(&h2::PREFACE[..20])
+        );
+    }
+
+    #[test]
+    fn other_refused_heads_are_not_the_preface() {
+        let cases: [&[u8]; 3] = [
+            b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+            b"GET / HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"PRI * HTTP/3.0\r\n\r\nSM\r\n\r\n",
+        ];
+        for raw in cases {
+            let (req, unread) = refused(raw);
+            assert_eq!(h2c_preface(&req, &unread), None, "{raw:?}");
+        }
+    }
+}
