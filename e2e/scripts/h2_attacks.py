@@ -341,6 +341,37 @@ def connect(addr, targets):
     return {"status": status, "echoed": echoed.decode(errors="replace"), "get": got}
 
 
+def trailers(addr):
+    """A POST whose content ends with trailer fields; reports the response's status, content
+    and trailer fields."""
+    c = Conn(addr)
+    c.send(HeadersFrame(1, c.block(base("/t", "POST")), flags=["END_HEADERS"]),
+           DataFrame(1, b"hello"),
+           HeadersFrame(1, c.block([("x-req-sum", "1"), ("content-length", "99")]),
+                        flags=["END_HEADERS", "END_STREAM"]))
+    status, body, fields, ended = None, b"", {}, False
+    try:
+        while not ended:
+            f = c.frame(10)
+            if f.stream_id != 1:
+                continue
+            if isinstance(f, DataFrame):
+                body += f.data
+                ended = "END_STREAM" in f.flags
+            elif isinstance(f, HeadersFrame) and status is None:
+                status = dict(f.decoded).get(":status")
+                ended = "END_STREAM" in f.flags
+            elif isinstance(f, HeadersFrame):
+                fields = dict(f.decoded)
+                ended = True
+            elif isinstance(f, RstStreamFrame):
+                status = "rst:%d" % f.error_code
+                ended = True
+    except (Closed, TimeoutError):
+        pass
+    return {"status": status, "body": body.decode(errors="replace"), "trailers": fields}
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     addr = (host, port)
@@ -358,6 +389,8 @@ def main():
                     float(arg or 5))
     elif mode == "stream-limit":
         out = stream_limit(addr, arg or "/hang")
+    elif mode == "trailers":
+        out = trailers(addr)
     elif mode == "connect":
         out = connect(addr, arg)
     elif mode == "slow-reader":

@@ -444,3 +444,51 @@ fn large_bodies_flow_and_a_body_cut_short_is_reset_not_ended() {
     // The connection's other streams are unaffected: a new request still works.
     h2(&format!("{}/bytes/10", sepia.url()), &[]).assert_status(200);
 }
+
+#[test]
+fn trailer_fields_cross_in_both_directions_without_forbidden_ones() {
+    // An origin that reads one chunked request whole, then answers with trailers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("\r\n0\r\n") || !seen.ends_with(b"\r\n\r\n")
+        {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        let response: &[u8] =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nCache-Control: no-store\r\n\r\n\
+            5\r\nworld\r\n0\r\nX-Resp-Sum: 2\r\nContent-Length: 99\r\n\r\n";
+        conn.write_all(response).unwrap();
+        tx.send(seen).unwrap();
+        let _ = conn.read(&mut buf);
+    });
+    let config = reverse_config(&free_addr(), &[&origin])
+        .replace("mode = \"reverse\"\n", "mode = \"reverse\"\nh2c = true\n");
+    let sepia = Sepia::start(&config);
+    let text = report(attack(&sepia, "trailers", ""));
+    let seen = String::from_utf8_lossy(&rx.recv_timeout(Duration::from_secs(10)).unwrap())
+        .to_ascii_lowercase();
+    // Toward the origin: chunked content, the trailer kept, the forbidden one dropped.
+    assert!(seen.contains("transfer-encoding: chunked"), "{seen}");
+    assert!(
+        seen.contains("5\r\nhello\r\n0\r\nx-req-sum: 1\r\n\r\n"),
+        "{seen}"
+    );
+    assert!(!seen.contains("99"), "{seen}");
+    // Toward the client: the content, then the trailer fields but Content-Length.
+    assert!(text.contains("\"status\": \"200\""), "{text}");
+    assert!(text.contains("\"body\": \"world\""), "{text}");
+    assert!(
+        text.contains("\"trailers\": {\"x-resp-sum\": \"2\"}"),
+        "{text}"
+    );
+}
