@@ -372,6 +372,22 @@ def trailers(addr):
     return {"status": status, "body": body.decode(errors="replace"), "trailers": fields}
 
 
+def big_head(addr, size):
+    """One request with a `size`-byte field (split over CONTINUATION frames), then an
+    ordinary one on the same connection; reports both outcomes."""
+    c = Conn(addr)
+    block = c.block(base("/big") + [("x-big", "a" * size)])
+    chunks = [block[i:i + 16000] for i in range(0, len(block), 16000)]
+    frames = [HeadersFrame(1, chunks[0], flags=["END_STREAM"] + (["END_HEADERS"] if len(chunks) == 1 else []))]
+    frames += [ContinuationFrame(1, ch, flags=[]) for ch in chunks[1:-1]]
+    if len(chunks) > 1:
+        frames.append(ContinuationFrame(1, chunks[-1], flags=["END_HEADERS"]))
+    c.send(*frames)
+    first = c.outcome(1)
+    c.request(3, base("/small"))
+    return {"big": first, "small": c.outcome(3)}
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     addr = (host, port)
@@ -391,6 +407,8 @@ def main():
         out = stream_limit(addr, arg or "/hang")
     elif mode == "trailers":
         out = trailers(addr)
+    elif mode == "big-head":
+        out = big_head(addr, int(arg))
     elif mode == "connect":
         out = connect(addr, arg)
     elif mode == "slow-reader":

@@ -492,3 +492,16 @@ fn trailer_fields_cross_in_both_directions_without_forbidden_ones() {
         "{text}"
     );
 }
+
+#[test]
+fn a_header_list_over_max_request_head_is_431_and_the_connection_goes_on() {
+    let (origin, sepia) = h2c_proxy("[limits]\nmax_request_head = 8192\n");
+    let text = report(attack(&sepia, "big-head", "20000"));
+    assert!(text.contains("\"big\": \"431\""), "{text}");
+    assert!(text.contains("\"small\": \"200\""), "{text}");
+    let seen: Vec<String> = origin.requests().iter().map(|r| r.target.clone()).collect();
+    assert_eq!(seen, ["/small"]);
+    // Within the limit, a large field goes through.
+    let text = report(attack(&sepia, "big-head", "6000"));
+    assert!(text.contains("\"big\": \"200\""), "{text}");
+}
