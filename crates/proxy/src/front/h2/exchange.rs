@@ -290,9 +290,10 @@ impl<'s> Responder for H2Exchange<'s> {
         Ok(())
     }
 
-    async fn send_data(&mut self, data: &[u8]) -> Result<(), Gone> {
+    async fn send_data(&mut self, data: &Bytes) -> Result<(), Gone> {
         self.open()?;
-        self.content(Bytes::copy_from_slice(data), false).await
+        // A reference, not a copy: the h2 crate queues it until the client's window opens.
+        self.content(data.clone(), false).await
     }
 
     async fn send_end(&mut self, trailers: &Trailers) -> Result<(), Gone> {
