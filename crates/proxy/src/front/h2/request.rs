@@ -54,7 +54,6 @@ impl H2Request {
         let method = parts.method.as_str().as_bytes();
         let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
         let host_field = parts.headers.get(http::header::HOST).map(|h| h.as_bytes());
-        let scheme = parts.uri.scheme_str().unwrap_or("http").as_bytes();
         let path = parts
             .uri
             .path_and_query()
@@ -68,17 +67,7 @@ impl H2Request {
             method.len() + 2 * authority.map_or(0, <[u8]>::len) + 16 + path.len() + fields_len,
         );
         let method_raw = push(&mut buf, method);
-        let connect = parts.method == http::Method::CONNECT;
-        let target = match authority.or(host_field) {
-            Some(a) if connect => push(&mut buf, a),
-            Some(a) if absolute => {
-                let Span(start, _) = push(&mut buf, scheme);
-                push(&mut buf, b"://");
-                push(&mut buf, a);
-                Span(start, push(&mut buf, path).1)
-            }
-            _ => push(&mut buf, path),
-        };
+        let target = push_target(&mut buf, parts, authority.or(host_field), absolute);
         let mut lines = Vec::with_capacity(parts.headers.len() + 1);
         let mut host = None;
         if let (Some(a), None) = (authority, host_field) {
@@ -92,6 +81,9 @@ impl H2Request {
             });
         }
         for (n, v) in &parts.headers {
+            if n == http::header::COOKIE {
+                continue;
+            }
             let id = HeaderId::from_name(n.as_str().as_bytes());
             let name = push(&mut buf, n.as_str().as_bytes());
             let value = push(&mut buf, v.as_bytes());
@@ -99,6 +91,9 @@ impl H2Request {
                 host = Some(value);
             }
             lines.push(Line { id, name, value });
+        }
+        if let Some(line) = cookie_line(&mut buf, parts) {
+            lines.push(line);
         }
         let declared = parts
             .headers
@@ -135,6 +130,52 @@ impl H2Request {
     fn at(&self, span: Span) -> &[u8] {
         &self.raw[span.0 as usize..span.1 as usize]
     }
+}
+
+/// The request-target an HTTP/1.1 client would have sent (RFC 9113 §8.3.1, §8.5), from the
+/// pseudo-fields and `authority` (`:authority`, else Host).
+fn push_target(
+    buf: &mut BytesMut,
+    parts: &Parts,
+    authority: Option<&[u8]>,
+    absolute: bool,
+) -> Span {
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or(&b""[..], |p| p.as_str().as_bytes());
+    match authority {
+        Some(a) if parts.method == http::Method::CONNECT => push(buf, a),
+        Some(a) if absolute => {
+            let scheme = parts.uri.scheme_str().unwrap_or("http").as_bytes();
+            let Span(start, _) = push(buf, scheme);
+            push(buf, b"://");
+            push(buf, a);
+            Span(start, push(buf, path).1)
+        }
+        _ => push(buf, path),
+    }
+}
+
+/// The Cookie fields of a request as one line, their values joined with `"; "`: HTTP/2
+/// clients may split the cookie header into one field per cookie, which must be joined before
+/// the request goes to an HTTP/1.1 origin (RFC 9113 §8.2.3), where a second Cookie line is
+/// not allowed (RFC 6265 §5.4).
+fn cookie_line(buf: &mut BytesMut, parts: &Parts) -> Option<Line> {
+    let mut crumbs = parts.headers.get_all(http::header::COOKIE).iter();
+    let first = crumbs.next()?;
+    let name = push(buf, b"cookie");
+    let Span(start, mut end) = push(buf, first.as_bytes());
+    for crumb in crumbs {
+        push(buf, b"; ");
+        end = push(buf, crumb.as_bytes()).1;
+    }
+    let id = HeaderId::from_name(b"cookie");
+    Some(Line {
+        id,
+        name,
+        value: Span(start, end),
+    })
 }
 
 impl RequestView for H2Request {
@@ -264,6 +305,26 @@ mod tests {
         assert_eq!(c.method(), Method::Connect);
         let p = request("POST", "http://a.test/", &[("content-length", "7")], false);
         assert_eq!(p.body(), BodyLength::Known(7));
+    }
+
+    #[test]
+    fn cookie_crumbs_are_joined_into_one_field() {
+        let r = request(
+            "GET",
+            "http://a.test/",
+            &[
+                ("cookie", "a=1"),
+                ("x-a", "1"),
+                ("cookie", "b=2"),
+                ("cookie", "c=3"),
+            ],
+            false,
+        );
+        let fields = r.fields();
+        let cookies: Vec<&[u8]> = fields.values(b"cookie").collect();
+        assert_eq!(cookies, [&b"a=1; b=2; c=3"[..]]);
+        assert_eq!(fields.lines().count(), 3, "host, x-a, cookie");
+        assert_eq!(r.share(cookies[0]).len(), 13);
     }
 
     #[test]
