@@ -55,8 +55,9 @@ const CONCURRENT_RESETS: usize = 64;
 /// with REFUSED_STREAM past `MAX_CONCURRENT_STREAMS` running tasks; a client refused this
 /// often is not retrying but flooding, and its connection ends (ENHANCE_YOUR_CALM).
 const REFUSALS_LIMIT: u32 = 256;
-/// How long a connection told to go away (GOAWAY) may take to finish its streams and close
-/// when it is idle (a client that never reads could otherwise hold it open).
+/// How long a connection told to go away (GOAWAY) may take to close once it has no stream
+/// left (a client that never reads could otherwise hold it open). Streams still open are
+/// bounded by their own limits (`client_idle` per write, the origin's timeouts).
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Serves an HTTP/2 connection until it closes, fails, stays idle for `client_idle` or the
@@ -181,13 +182,17 @@ async fn accept_streams(
                 None => return,
             },
             Some(_) = streams.join_next(), if !streams.is_empty() => {
-                if streams.is_empty() && !closing {
-                    idle.as_mut().reset(Instant::now() + idle_limit);
+                if streams.is_empty() {
+                    // Idle from now; or, going away, the last stream's frames get the time
+                    // to leave before the connection may be dropped.
+                    let wait = if closing { CLOSE_GRACE } else { idle_limit };
+                    idle.as_mut().reset(Instant::now() + wait);
                 }
             }
-            () = &mut idle, if streams.is_empty() || closing => {
+            () = &mut idle, if streams.is_empty() => {
                 if closing {
-                    // Told to go away and still not closed: a client that does not read.
+                    // Told to go away, no stream left, still not closed: a client that
+                    // does not read (or never acknowledges the GOAWAY's PING).
                     return tracing::debug!("h2 connection did not close in time");
                 }
                 conn.graceful_shutdown();
@@ -195,10 +200,10 @@ async fn accept_streams(
                 idle.as_mut().reset(Instant::now() + CLOSE_GRACE);
             }
             () = &mut stop, if !closing => {
-                // The server's shutdown grace period bounds what follows.
+                // Open streams finish first, within the server's shutdown grace period.
                 conn.graceful_shutdown();
                 closing = true;
-                idle.as_mut().reset(Instant::now() + state.config.server.shutdown_grace);
+                idle.as_mut().reset(Instant::now() + CLOSE_GRACE);
             }
         }
     }
