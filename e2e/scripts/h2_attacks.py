@@ -86,6 +86,8 @@ class Conn:
         frame.parse_body(memoryview(self._recv(length, deadline)))
         if isinstance(frame, SettingsFrame) and "ACK" not in frame.flags:
             self.send(SettingsFrame(0, flags=["ACK"]))
+        if isinstance(frame, PingFrame) and "ACK" not in frame.flags:
+            self.send(PingFrame(0, opaque_data=frame.opaque_data, flags=["ACK"]))
         if isinstance(frame, (HeadersFrame, ContinuationFrame)):
             frame.decoded = self.dec.decode(frame.data) if "END_HEADERS" in frame.flags else []
         if isinstance(frame, GoAwayFrame):
@@ -388,6 +390,18 @@ def big_head(addr, size):
     return {"big": first, "small": c.outcome(3)}
 
 
+def idle(addr):
+    """One request, then nothing but the acknowledgements a client owes (SETTINGS, PING):
+    reports the GOAWAY the idle connection gets and when it closed."""
+    c = Conn(addr)
+    c.request(1, base("/bytes/10"))
+    status = c.outcome(1)
+    started = time.monotonic()
+    closed = c.closed_within(30)
+    return {"status": status, "goaway": c.goaway, "closed": closed,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     addr = (host, port)
@@ -409,6 +423,8 @@ def main():
         out = trailers(addr)
     elif mode == "big-head":
         out = big_head(addr, int(arg))
+    elif mode == "idle":
+        out = idle(addr)
     elif mode == "connect":
         out = connect(addr, arg)
     elif mode == "slow-reader":

@@ -141,6 +141,22 @@ fn head_post_ranges_and_304_over_h2() {
         before,
         "the range was not served from the cache"
     );
+    // A HEAD hit: the stored length, no content.
+    let stored = format!("{base}/cacheable/head");
+    h2(&stored, &[]).assert_status(200);
+    let before = origin.request_count();
+    let head_hit = h2(&stored, &["-I"]);
+    head_hit.assert_status(200);
+    assert!(head_hit.header("cache-status").unwrap().contains("hit"));
+    assert!(head_hit.header("content-length").is_some());
+    assert_eq!(origin.request_count(), before);
+    // No requested range overlaps the stored content: 416 from the cache.
+    let beyond = h2(&url, &["-r", "5000-5100"]);
+    beyond.assert_status(416);
+    assert_eq!(
+        beyond.header("content-range").as_deref(),
+        Some("bytes */1000")
+    );
     // A conditional request the cache answers 304.
     let url = format!("{base}/cc/max-age=60");
     let full = h2(&url, &[]);
@@ -504,4 +520,25 @@ fn a_header_list_over_max_request_head_is_431_and_the_connection_goes_on() {
     // Within the limit, a large field goes through.
     let text = report(attack(&sepia, "big-head", "6000"));
     assert!(text.contains("\"big\": \"200\""), "{text}");
+}
+
+#[test]
+fn an_idle_connection_gets_goaway_after_client_idle() {
+    let (_origin, sepia) = h2c_proxy("");
+    let text = report(attack(&sepia, "idle", ""));
+    assert!(text.contains("\"status\": \"200\""), "{text}");
+    // GOAWAY with NO_ERROR (RFC 9113 §6.8), then the connection closes.
+    assert!(text.contains("\"goaway\": 0"), "{text}");
+    assert!(text.contains("\"closed\": true"), "{text}");
+    let seconds: f64 = text
+        .split("\"seconds\": ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches(['}', '\n'])
+        .parse()
+        .unwrap();
+    assert!(seconds >= (CLIENT_IDLE as f64) - 0.5, "{text}");
+    // A client that acknowledges the GOAWAY's PING sees the close at once, not after the
+    // grace a client that never reads gets.
+    assert!(seconds < (CLIENT_IDLE + 2) as f64, "{text}");
 }
