@@ -207,16 +207,16 @@ fn h2load_many_concurrent_streams() {
     let (_origin, sepia) = h2c_proxy("");
     let url = format!("{}/cacheable/load", sepia.url());
     let out = Command::new("h2load")
-        .args(["-n", "3000", "-c", "4", "-m", "64", &url])
+        .args(["-n", "4000", "-c", "2", "-m", "128", &url])
         .output()
         .expect("run h2load (Debian nghttp2-client)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("requests: 3000 total, 3000 started, 3000 done, 3000 succeeded, 0 failed"),
+        text.contains("requests: 4000 total, 4000 started, 4000 done, 4000 succeeded, 0 failed"),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("status codes: 3000 2xx"), "{text}");
+    assert!(text.contains("status codes: 4000 2xx"), "{text}");
 }
 
 /// Runs `h2_attacks.py MODE ARG` against `sepia` in the background.

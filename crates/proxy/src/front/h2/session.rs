@@ -168,6 +168,8 @@ async fn accept_streams(
         tokio::select! {
             accepted = conn.accept() => match accepted {
                 Some(Ok((req, mut respond))) => {
+                    // Finished tasks not reaped yet are not running streams.
+                    while streams.try_join_next().is_some() {}
                     if streams.len() >= MAX_CONCURRENT_STREAMS as usize {
                         respond.send_reset(Reason::REFUSED_STREAM);
                         refused += 1;
