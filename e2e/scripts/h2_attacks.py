@@ -402,6 +402,17 @@ def idle(addr):
             "seconds": round(time.monotonic() - started, 1)}
 
 
+def reset_after(addr, path):
+    """A request reset by the client (RST_STREAM CANCEL) half a second after it was sent, on a
+    connection then kept open and quiet for 3 s: only the reset can tell Sepia it is gone."""
+    c = Conn(addr)
+    c.request(1, base(path))
+    time.sleep(0.5)
+    c.send(RstStreamFrame(1, error_code=8))
+    time.sleep(3)
+    return {"reset": True}
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     addr = (host, port)
@@ -425,6 +436,8 @@ def main():
         out = big_head(addr, int(arg))
     elif mode == "idle":
         out = idle(addr)
+    elif mode == "reset-after":
+        out = reset_after(addr, arg)
     elif mode == "connect":
         out = connect(addr, arg)
     elif mode == "slow-reader":

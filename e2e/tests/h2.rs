@@ -16,12 +16,18 @@ const CLIENT_IDLE: u64 = 3;
 /// A reverse proxy with h2c on its listener, the combined log format (which writes the
 /// protocol version), short client and origin limits, and `extra` appended.
 fn h2c_proxy(extra: &str) -> (Origin, Sepia) {
+    h2c_proxy_waiting(3, extra)
+}
+
+/// [`h2c_proxy`] whose origins may take `origin_wait` seconds to answer.
+fn h2c_proxy_waiting(origin_wait: u64, extra: &str) -> (Origin, Sepia) {
     let origin = Origin::start();
     let config = reverse_config(&free_addr(), &[&origin.url()])
         .replace("mode = \"reverse\"\n", "mode = \"reverse\"\nh2c = true\n")
         .replace("format = \"squid\"", "format = \"combined\"")
         + &format!(
-            "[timeouts]\nclient_idle = \"{CLIENT_IDLE}s\"\norigin_first_byte = \"3s\"\n{extra}"
+            "[timeouts]\nclient_idle = \"{CLIENT_IDLE}s\"\n\
+             origin_first_byte = \"{origin_wait}s\"\n{extra}"
         );
     (origin, Sepia::start(&config))
 }
@@ -541,4 +547,23 @@ fn an_idle_connection_gets_goaway_after_client_idle() {
     // A client that acknowledges the GOAWAY's PING sees the close at once, not after the
     // grace a client that never reads gets.
     assert!(seconds < (CLIENT_IDLE + 2) as f64, "{text}");
+}
+
+#[test]
+fn a_stream_reset_by_the_client_stops_its_origin_wait() {
+    // The origin never answers and Sepia would wait 30 s for it: only the client's
+    // RST_STREAM ends the request early (Downstream::gone over h2).
+    let (origin, sepia) = h2c_proxy_waiting(30, "");
+    let attacker = attack(&sepia, "reset-after", "/hang");
+    assert!(sepia_e2e::wait_until(Duration::from_secs(5), || origin
+        .heads_seen()
+        == 1));
+    let started = Instant::now();
+    let lines = sepia.wait_for_log_lines(1, Duration::from_secs(3));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(
+        lines[0].contains("\"GET http://app/hang HTTP/2.0\""),
+        "{lines:?}"
+    );
+    report(attacker);
 }
