@@ -413,6 +413,34 @@ def reset_after(addr, path):
     return {"reset": True}
 
 
+def expect_continue(addr):
+    """A POST that waits for 100 Continue (RFC 9110 §10.1.1) before sending its content;
+    reports the statuses seen in order and the echoed content."""
+    c = Conn(addr)
+    c.request(1, base("/echo", "POST") + [("content-length", "5"), ("expect", "100-continue")],
+              end_stream=False)
+    statuses, body = [], b""
+    try:
+        while True:
+            f = c.frame(10)
+            if f.stream_id != 1:
+                continue
+            if isinstance(f, HeadersFrame):
+                statuses.append(dict(f.decoded).get(":status"))
+                if statuses[-1] == "100":
+                    c.send(DataFrame(1, b"hello", flags=["END_STREAM"]))
+            elif isinstance(f, DataFrame):
+                body += f.data
+                c.send(WindowUpdateFrame(0, len(f.data)))
+            elif isinstance(f, RstStreamFrame):
+                statuses.append("rst:%d" % f.error_code)
+            if "END_STREAM" in f.flags or isinstance(f, RstStreamFrame):
+                break
+    except (Closed, TimeoutError):
+        statuses.append("gone")
+    return {"statuses": statuses, "body": body.decode(errors="replace")}
+
+
 def main():
     host, port, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     addr = (host, port)
@@ -438,6 +466,8 @@ def main():
         out = idle(addr)
     elif mode == "reset-after":
         out = reset_after(addr, arg)
+    elif mode == "expect-continue":
+        out = expect_continue(addr)
     elif mode == "connect":
         out = connect(addr, arg)
     elif mode == "slow-reader":

@@ -567,3 +567,18 @@ fn a_stream_reset_by_the_client_stops_its_origin_wait() {
     );
     report(attacker);
 }
+
+#[test]
+fn a_client_waiting_for_100_continue_gets_it_then_sends_its_content() {
+    let (origin, sepia) = h2c_proxy("");
+    let text = report(attack(&sepia, "expect-continue", ""));
+    assert!(text.contains("\"statuses\": [\"100\", \"200\"]"), "{text}");
+    assert!(text.contains("\"body\": \"hello\""), "{text}");
+    let seen = origin.single_request();
+    assert_eq!(&seen.body[..], b"hello");
+    assert_eq!(
+        seen.header("expect"),
+        None,
+        "Expect is answered by Sepia, not forwarded"
+    );
+}
