@@ -582,3 +582,34 @@ fn a_client_waiting_for_100_continue_gets_it_then_sends_its_content() {
         "Expect is answered by Sepia, not forwarded"
     );
 }
+
+#[test]
+fn a_large_hit_kept_in_a_body_file_is_read_back_for_h2() {
+    // HTTP/2 frames its content, so a body file cannot go out with sendfile: it is read back.
+    let (origin, sepia) = h2c_proxy("[cache]\nsendfile_min = \"64KiB\"\n");
+    let len = 1_000_003;
+    let url = format!("{}/slow-cacheable/{len}/0", sepia.url());
+    let want = sha256_hex(&pattern(len));
+    let miss = h2(&url, &[]);
+    miss.assert_status(200);
+    assert_eq!(sha256_hex(&miss.body), want);
+    // The fill is committed just after its last byte was relayed.
+    assert!(sepia_e2e::wait_until(Duration::from_secs(5), || {
+        let hit = h2(&url, &[]);
+        hit.header("cache-status")
+            .unwrap_or_default()
+            .contains("hit")
+            && sha256_hex(&hit.body) == want
+    }));
+    let part = h2(&url, &["-r", "999990-"]);
+    part.assert_status(206);
+    assert!(part.body == pattern(len)[999_990..]);
+    assert_eq!(origin.request_count(), 1);
+    // The body is in a file: an unnamed one among the proxy's descriptors.
+    let unnamed = std::fs::read_dir(format!("/proc/{}/fd", sepia.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|t| t.to_string_lossy().ends_with(" (deleted)"))
+        .count();
+    assert_eq!(unnamed, 1, "the stored body is not in a file");
+}
