@@ -5,13 +5,14 @@
 //! §8.1, RST_STREAM), and the other streams go on.
 
 use std::future::poll_fn;
+use std::ops::Range;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, Response};
-use sepia_store::{slice_chunks, Body, Object};
+use sepia_store::{slice_chunks, Body, BodyFile, Object};
 
 use super::heads::{self, Head};
 use super::request::H2Request;
@@ -252,17 +253,23 @@ impl<'s> Responder for H2Exchange<'s> {
         answer: &StoredAnswer<'_>,
     ) -> Result<(), Gone> {
         let (head, range) = heads::stored(obj, answer, self.state.via());
-        let body = stored_body(obj, range).map_err(|_| Gone)?;
         self.sent += head.bytes;
-        if body.iter().all(Bytes::is_empty) {
+        if range.is_empty() {
             return self.send_head(head.response, true);
         }
         self.send_head(head.response, false)?;
-        let last = body.len() - 1;
-        for (i, chunk) in body.into_iter().enumerate() {
-            self.content(chunk, i == last).await?;
+        match obj.body() {
+            Body::Chunks(chunks) => {
+                let mut pieces = slice_chunks(chunks, range.start, range.end).into_iter();
+                let mut next = pieces.next();
+                while let Some(piece) = next {
+                    next = pieces.next();
+                    self.content(piece, next.is_none()).await?;
+                }
+                Ok(())
+            }
+            Body::File(file) => self.send_file(file, range).await,
         }
-        Ok(())
     }
 
     async fn start_fill(
@@ -343,17 +350,38 @@ impl<'s> Responder for H2Exchange<'s> {
     }
 }
 
-/// Bytes `range` of a stored body, as slices of the store's chunks (no copy), or read back
-/// from its file (HTTP/2 frames cannot be sent with `sendfile`).
-fn stored_body(obj: &Object<Meta>, range: std::ops::Range<u64>) -> std::io::Result<Vec<Bytes>> {
-    if range.is_empty() {
-        return Ok(Vec::new());
+/// A stored body kept in a file goes out in pieces of this size, each read when the client's
+/// window lets the previous one go: a large hit costs one piece of memory, not the body.
+const FILE_PIECE: usize = 64 * 1024;
+
+impl H2Exchange<'_> {
+    /// Bytes `range` of a body file, read back a piece at a time (HTTP/2 frames its content,
+    /// so `sendfile` cannot send it). The reads are from the page cache of a file the store
+    /// just wrote or keeps, as the h1 front end's TLS path reads it.
+    async fn send_file(&mut self, file: &BodyFile, range: Range<u64>) -> Result<(), Gone> {
+        let mut at = range.start;
+        while at < range.end {
+            let n = (range.end - at).min(FILE_PIECE as u64) as usize;
+            let mut piece = BytesMut::zeroed(n);
+            read_at(file, &mut piece, at).map_err(|_| Gone)?;
+            at += n as u64;
+            self.content(piece.freeze(), at == range.end).await?;
+        }
+        Ok(())
     }
-    match obj.body() {
-        Body::Chunks(chunks) => Ok(slice_chunks(chunks, range.start, range.end)),
-        Body::File(file) => {
-            let all = file.read_all()?;
-            Ok(vec![all.slice(range.start as usize..range.end as usize)])
+}
+
+/// Fills `buf` from `file` at `offset`.
+fn read_at(file: &BodyFile, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        let at = i64::try_from(offset + done as u64).map_err(std::io::Error::other)?;
+        match nix::sys::uio::pread(file, &mut buf[done..], at) {
+            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
 }
