@@ -404,12 +404,12 @@ def idle(addr):
 
 def reset_after(addr, path):
     """A request reset by the client (RST_STREAM CANCEL) half a second after it was sent, on a
-    connection then kept open and quiet for 3 s: only the reset can tell Sepia it is gone."""
+    connection then kept open and quiet for 6 s: only the reset can tell Sepia it is gone."""
     c = Conn(addr)
     c.request(1, base(path))
     time.sleep(0.5)
     c.send(RstStreamFrame(1, error_code=8))
-    time.sleep(3)
+    time.sleep(6)
     return {"reset": True}
 
 
