@@ -17,6 +17,7 @@
 #   resumed-1.3     openssl s_time -reuse -tls1_3 (TLS 1.3 resumption still runs a key exchange)
 #   idle            after the runs: IDLE_CONNS idle keep-alive TLS connections (one request each)
 #                   held open; RSS growth per connection once it settles
+#   idle-h2         the same with HTTP/2 connections (ALPN h2, one stream each)
 #
 #   bench/tls.sh [--reps N] [--duration S] [--targets sepia,haproxy,nginx] [--sepia-bin PATH]
 #                [--idle-conns N (default 10000; 0 skips the idle case)]
@@ -153,12 +154,17 @@ for ((rep = 1; rep <= REPS; rep++)); do
     done
 done
 
-# idle TARGET: RSS growth per held idle TLS connection, once the RSS stops changing.
+# idle TARGET KIND [ARGS]: RSS growth per held idle TLS connection, once the RSS stops changing.
 idle() {
-    local t=$1 port=${TLS_PORT[$1]} ready="$RUN/idle-$1.ready" rss0 rss1 prev i ok
+    local t=$1 kind=$2 port=${TLS_PORT[$1]} ready="$RUN/$2-$1.ready" rss0 rss1 prev i ok
+    shift 2
+    # A fresh process: memory freed by earlier cases would otherwise be reused, not counted.
+    stop_tree "${PID[$t]}"
+    start "$t" || return 1
+    sleep 1
     rss0=$(rss_of "${PID[$t]}")
-    launch "$LOAD_CPU" "$RUN/idle-$t.log" python3 "$TOOLS/idle_tls_clients.py" --port "$port" \
-        --n "$IDLE_CONNS" --ready-file "$ready"
+    launch "$LOAD_CPU" "$RUN/$kind-$t.log" /usr/bin/python3 "$TOOLS/idle_tls_clients.py" --port "$port" \
+        --n "$IDLE_CONNS" --ready-file "$ready" "$@"
     local client=$LAUNCHED_PID deadline=$((SECONDS + 300))
     while [[ ! -s $ready ]] && alive "$client" && ((SECONDS < deadline)); do sleep 1; done
     prev=$(rss_of "${PID[$t]}")
@@ -169,12 +175,13 @@ idle() {
         prev=$rss1
     done
     ok=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ok"])' "$ready" 2> /dev/null || echo 0)
-    printf 'idle\t%s\t1\t%s\t%s\t\n' "$t" "$ok" "$(((rss1 - rss0) / (ok > 0 ? ok : 1)))" >> "$RUN/idle.tsv"
-    log "  idle $t: $ok connections held, RSS $rss0 -> $rss1 B, $(((rss1 - rss0) / (ok > 0 ? ok : 1))) B each"
+    printf '%s\t%s\t1\t%s\t%s\t\n' "$kind" "$t" "$ok" "$(((rss1 - rss0) / (ok > 0 ? ok : 1)))" >> "$RUN/idle.tsv"
+    log "  $kind $t: $ok connections held, RSS $rss0 -> $rss1 B, $(((rss1 - rss0) / (ok > 0 ? ok : 1))) B each"
     stop_tree "$client"
 }
 if ((IDLE_CONNS > 0)); then
-    for t in "${TARGETS[@]}"; do idle "$t"; done
+    for t in "${TARGETS[@]}"; do idle "$t" idle; done
+    for t in "${TARGETS[@]}"; do idle "$t" idle-h2 --h2; done
 fi
 
 python3 - "$RUN/tls-samples.tsv" << 'PY'
@@ -197,7 +204,7 @@ for case in cases:
 PY
 if [[ -s $RUN/idle.tsv ]]; then
     echo
-    echo "| idle TLS keep-alive connections | held | RSS per connection (B) |"
-    echo "|---|---:|---:|"
-    awk -F'\t' '{ printf "| %s | %s | %s |\n", $2, $4, $5 }' "$RUN/idle.tsv"
+    echo "| idle keep-alive connections over TLS | target | held | RSS per connection (B) |"
+    echo "|---|---|---:|---:|"
+    awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", ($1 == "idle" ? "HTTP/1.1" : "HTTP/2"), $2, $4, $5 }' "$RUN/idle.tsv"
 fi

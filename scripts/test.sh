@@ -28,6 +28,10 @@ command -v python3 >/dev/null || need_pkgs+=(python3)
 # testssl.sh checks the protocols and ciphers offered.
 command -v openssl >/dev/null || need_pkgs+=(openssl)
 command -v testssl >/dev/null || need_pkgs+=(testssl.sh)
+# HTTP/2 front end (e2e/tests/h2.rs): h2load drives many streams, the attack scripts frame
+# HTTP/2 by hand with python3-h2 (h2 + hyperframe).
+command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
+/usr/bin/python3 -c 'import h2, hyperframe' 2>/dev/null || need_pkgs+=(python3-h2)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -19,7 +19,8 @@
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
-//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`.
+//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`, `h2`
+//! (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed attacks).
 //! `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;

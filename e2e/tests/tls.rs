@@ -575,3 +575,45 @@ fn testssl_finds_no_weak_protocol_cipher_or_vulnerability() {
     assert!(bad.is_empty(), "testssl findings: {bad:#?}");
     assert!(findings.len() > 50, "a short report: {}", findings.len());
 }
+
+#[test]
+fn alpn_h2_serves_http2_over_tls_from_the_same_cache() {
+    let (_dir, cert, origin, sepia) = one_site();
+    let url = https(&sepia, "localhost", "/cacheable/shared");
+    // An HTTP/1.1 fill over TLS ...
+    let h1 = curl(&["--cacert", cert.ca_str(), "--http1.1", &url]);
+    h1.assert_status(200);
+    // ... is a hit for HTTP/2 over TLS (ALPN h2), and the other way round.
+    let h2 = curl(&["--cacert", cert.ca_str(), "--http2", &url]);
+    h2.assert_status(200);
+    assert!(h2
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("hit"));
+    let url2 = https(&sepia, "localhost", "/cacheable/other");
+    curl(&["--cacert", cert.ca_str(), "--http2", &url2]).assert_status(200);
+    let back = curl(&["--cacert", cert.ca_str(), "--http1.1", &url2]);
+    assert!(back
+        .header("cache-status")
+        .unwrap_or_default()
+        .contains("hit"));
+    assert_eq!(origin.request_count(), 2);
+    let lines = sepia.wait_for_log_lines(4, Duration::from_secs(5));
+    let port = sepia.addr().port();
+    assert!(
+        lines.iter().any(
+            |l| l.contains(&format!("GET https://localhost:{port}/cacheable/shared"))
+                && l.contains("HIT")
+        ),
+        "{lines:#?}"
+    );
+    // Many streams on few connections, every one answered.
+    let out = Command::new("h2load")
+        .args(["-n", "2000", "-c", "4", "-m", "32"])
+        .arg(https(&sepia, "localhost", "/cacheable/shared"))
+        .output()
+        .expect("run h2load (Debian nghttp2-client)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2000 succeeded, 0 failed"), "{text}");
+    assert!(text.contains("Application protocol: h2"), "{text}");
+}

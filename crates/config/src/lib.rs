@@ -141,6 +141,7 @@ impl Config {
             spoof_client: None,
             targeted_cache_control: None,
             tls: None,
+            h2c: false,
         });
         raw.route.extend(route);
         let mut config = resolve::resolve(raw, COMMAND_LINE, "")?;

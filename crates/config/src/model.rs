@@ -137,6 +137,10 @@ pub struct Listener {
     pub targeted_cache_control: Vec<String>,
     /// `[listen.tls]`: TLS termination on this listener; `None` means plain TCP.
     pub tls: Option<ListenerTls>,
+    /// `h2c` (default false): a connection that starts with the HTTP/2 connection preface is
+    /// served in HTTP/2 ("prior knowledge", RFC 9113 §3.3) instead of being refused as an
+    /// invalid HTTP/1.1 request.
+    pub h2c: bool,
 }
 
 /// `[limits]`.

@@ -217,6 +217,9 @@ pub(crate) struct RawListener {
     /// `[listen.tls]`: TLS termination; `None` means plain TCP.
     #[serde(default)]
     pub tls: Option<Spanned<crate::tls::RawTls>>,
+    /// Prior-knowledge HTTP/2 over cleartext (RFC 9113 §3.3); off by default.
+    #[serde(default)]
+    pub h2c: bool,
 }
 
 #[derive(Deserialize, Debug)]

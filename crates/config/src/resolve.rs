@@ -187,6 +187,7 @@ fn resolve_listeners(raw: &RawFile, file: &str, text: &str) -> Result<Vec<Listen
             spoof_client,
             targeted_cache_control,
             tls,
+            h2c: listen.h2c,
         });
     }
     Ok(listeners)

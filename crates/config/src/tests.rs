@@ -70,6 +70,7 @@ fn builtin_default_matches_the_documented_defaults() {
             address: "127.0.0.1:3128".parse().unwrap(),
             mode: Mode::Forward,
             spoof_client: false,
+            h2c: false,
             targeted_cache_control: vec![],
             tls: None,
         }]
@@ -209,7 +210,7 @@ fn errors_name_file_line_and_key() {
         ),
         (
             format!("{LISTENER}cache_size = 5\n"),
-            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client, targeted_cache_control, tls)",
+            "t.toml:4: key 'listen[0].cache_size': unknown key (expected one of address, mode, spoof_client, targeted_cache_control, tls, h2c)",
         ),
         (
             "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"revers\"\n".to_string(),
@@ -299,6 +300,10 @@ fn errors_name_file_line_and_key() {
             format!("{LISTENER}\nspoof_client = false\n"),
             "t.toml:5: key 'listen[0].spoof_client': spoof_client applies only to a listener \
              with mode = \"tproxy\"",
+        ),
+        (
+            format!("{LISTENER}\nh2c = \"yes\"\n"),
+            "t.toml:5: key 'listen[0].h2c': invalid type: string \"yes\", expected a boolean",
         ),
         (
             "[[listen]]\naddress = \"0.0.0.0:3129\"\nmode = \"tproxy\"\nspoof_client = 1\n"
@@ -628,4 +633,13 @@ fn targeted_cache_control_defaults_by_mode_and_is_checked() {
             .to_string();
         assert!(e.starts_with(error), "{e}");
     }
+}
+
+#[test]
+fn h2c_is_off_unless_a_listener_asks_for_it() {
+    let text = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n\
+                [[listen]]\naddress = \"127.0.0.1:3129\"\nmode = \"forward\"\nh2c = true\n";
+    let config = Config::from_toml_str(text, "t.toml").unwrap();
+    let got: Vec<bool> = config.listeners.iter().map(|l| l.h2c).collect();
+    assert_eq!(got, [false, true]);
 }

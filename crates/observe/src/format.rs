@@ -108,7 +108,9 @@ fn combined_line(rec: &AccessRecord, clock: &mut DateCache, out: &mut Vec<u8>) {
     push_quoted(out, &rec.method);
     out.push(b' ');
     push_url_with(out, rec, push_quoted);
-    out.extend_from_slice(b" HTTP/1.");
+    out.extend_from_slice(b" HTTP/");
+    out.extend_from_slice(itoa::Buffer::new().format(rec.version_major).as_bytes());
+    out.push(b'.');
     out.extend_from_slice(itoa::Buffer::new().format(rec.version_minor).as_bytes());
     out.extend_from_slice(b"\" ");
     push_padded(out, rec.status.into(), 3, b'0');

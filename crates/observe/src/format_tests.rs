@@ -21,6 +21,7 @@ pub(crate) fn miss() -> AccessRecord {
         scheme_host: None,
         tls: false,
         target: Bytes::from_static(b"http://example.com/index.html"),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::Direct,
@@ -176,6 +177,7 @@ fn combined_lines() {
     };
     let quoted = AccessRecord {
         start: at_2026 + Duration::from_millis(999),
+        version_major: 1,
         version_minor: 0,
         status: 0,
         bytes_sent: 0,
@@ -185,6 +187,11 @@ fn combined_lines() {
         target: Bytes::from_static(b"/\"x\"\\y\n"),
         user_agent: Some(Bytes::from_static(b"say \"hi\"\t")),
         client: "[::1]:5".parse::<SocketAddr>().unwrap(),
+        ..miss()
+    };
+    let h2 = AccessRecord {
+        version_major: 2,
+        version_minor: 0,
         ..miss()
     };
     let cases = [
@@ -202,6 +209,11 @@ fn combined_lines() {
             miss(),
             "127.0.0.1 - - [22/Nov/2025:07:40:00 +0000] \"GET http://example.com/index.html \
              HTTP/1.1\" 200 1234 \"-\" \"-\"\n",
+        ),
+        (
+            h2,
+            "127.0.0.1 - - [22/Nov/2025:07:40:00 +0000] \"GET http://example.com/index.html \
+             HTTP/2.0\" 200 1234 \"-\" \"-\"\n",
         ),
     ];
     for (rec, want) in cases {

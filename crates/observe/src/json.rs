@@ -14,7 +14,7 @@
 //! | `bytes` | `%<st` | integer, bytes sent to the client, headers included |
 //! | `method` | `%rm` | as received |
 //! | `url` | `%ru` | as received, `http://host` prefixed to an origin-form target |
-//! | `http_version` | `%rv` | `"1.0"` or `"1.1"` |
+//! | `http_version` | `%rv` | `"1.0"`, `"1.1"` or `"2.0"` |
 //! | `user` | `%un` | string or `null` |
 //! | `hierarchy` | `%Sh` | e.g. `"HIER_DIRECT"` |
 //! | `peer` | `%<a` | upstream IP or `null` |
@@ -52,7 +52,9 @@ pub(crate) fn json_line(rec: &AccessRecord, out: &mut Vec<u8>) {
     push_string(out, Some(&rec.method));
     out.extend_from_slice(b",\"url\":\"");
     push_url_with(out, rec, push_escaped);
-    out.extend_from_slice(b"\",\"http_version\":\"1.");
+    out.extend_from_slice(b"\",\"http_version\":\"");
+    out.extend_from_slice(num.format(rec.version_major).as_bytes());
+    out.push(b'.');
     out.extend_from_slice(num.format(rec.version_minor).as_bytes());
     out.extend_from_slice(b"\",\"user\":");
     push_string(out, rec.user.as_deref());

@@ -48,6 +48,7 @@ fn json_values_and_nulls() {
         hierarchy: Hierarchy::None,
         peer: None,
         content_type: None,
+        version_major: 1,
         version_minor: 0,
         user: Some(Bytes::from_static(b"alice")),
         scheme_host: Some(Bytes::from_static(b"www.example.com")),

@@ -111,7 +111,10 @@ pub struct AccessRecord {
     pub tls: bool,
     /// The request target as received (origin-, absolute- or authority-form).
     pub target: Bytes,
-    /// 0 or 1: the minor version of `HTTP/1.x` (combined format's `%rv`).
+    /// The protocol version's major number: 1 for `HTTP/1.x`, 2 for HTTP/2 (logged as
+    /// `HTTP/2.0`, as Squid and Apache write it).
+    pub version_major: u8,
+    /// The minor version: 0 or 1 for `HTTP/1.x`, 0 for HTTP/2 (combined format's `%rv`).
     pub version_minor: u8,
     /// Authenticated user name, if any (`%[un`; proxy authentication fills it).
     pub user: Option<Bytes>,

@@ -49,6 +49,7 @@ fn record(task: usize, index: usize) -> AccessRecord {
         scheme_host: Some(Bytes::from_static(b"example.com")),
         tls: false,
         target: Bytes::from(format!("/t{task}/r{index}")),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::Direct,

@@ -26,6 +26,7 @@ fn record(start: SystemTime) -> AccessRecord {
         scheme_host: Some(Bytes::from_static(b"www.example.com")),
         tls: false,
         target: Bytes::from_static(b"/static/app.js"),
+        version_major: 1,
         version_minor: 1,
         user: None,
         hierarchy: Hierarchy::None,

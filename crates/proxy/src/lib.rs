@@ -1,7 +1,8 @@
 //! Sepia's proxy core, in layers whose imports point down only (see docs/ARCHITECTURE.md):
 //!
 //! - `server`: listeners, accept loops, parked idle connections, graceful shutdown;
-//! - `front`: front ends, each owning its client connections and their wire format (`h1`);
+//! - `front`: front ends, each owning its client connections and their wire format (`h1`,
+//!   `h2`);
 //! - `pipeline`: the request logic written once for every protocol: access → destination →
 //!   cache or pass or tunnel → upstream → respond → log, answering through a `Responder`;
 //! - `state`: the configuration snapshot and what was built from it, shared by connections;

@@ -1,8 +1,8 @@
 //! How the pipeline sees a message, whatever protocol carried it: a request through
 //! [`RequestView`], a response through [`ResponseView`], their header sections through
 //! [`FieldView`]. The h1 front end and the h1 origin client implement them over the codec's
-//! parsed heads (slices of the read buffer, nothing copied); an HTTP/2 front end will implement
-//! them over a stream's decoded header list.
+//! parsed heads (slices of the read buffer, nothing copied); the h2 front end implements them
+//! over a stream's decoded header list (`front/h2/request.rs`).
 
 use bytes::Bytes;
 use sepia_cache_policy::Fields;
@@ -16,6 +16,19 @@ pub enum Version {
     Http10,
     #[default]
     Http11,
+    /// HTTP/2 (RFC 9113), logged as `HTTP/2.0`.
+    Http2,
+}
+
+impl Version {
+    /// The major and minor numbers, as the access log writes them.
+    pub fn numbers(self) -> (u8, u8) {
+        match self {
+            Version::Http10 => (1, 0),
+            Version::Http11 => (1, 1),
+            Version::Http2 => (2, 0),
+        }
+    }
 }
 
 /// The length of a message's content as its sender framed it (RFC 9110 §6.4, §8.6), without

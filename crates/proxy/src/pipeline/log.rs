@@ -9,7 +9,7 @@ use sepia_observe::AccessRecord;
 use tokio::time::Instant;
 
 use super::context::ConnInfo;
-use crate::model::{FieldView, HeaderId, Outcome, RequestView, Scheme, Version};
+use crate::model::{FieldView, HeaderId, Outcome, RequestView, Scheme};
 use crate::state::State;
 
 /// When a request began, on both clocks: the wall clock for the log's timestamp, the
@@ -49,6 +49,7 @@ pub(super) fn record(
     };
     let origin_form = target.first() == Some(&b'/');
     let fields = req.fields();
+    let (version_major, version_minor) = req.version().numbers();
     state.log.log(AccessRecord {
         start: timing.started,
         elapsed: timing.clock.elapsed(),
@@ -64,7 +65,8 @@ pub(super) fn record(
         },
         tls: conn.scheme == Scheme::Https,
         target,
-        version_minor: u8::from(req.version() == Version::Http11),
+        version_major,
+        version_minor,
         // Copied only for authenticated requests, and only when logging.
         user: user.map(|u| Bytes::copy_from_slice(u.as_bytes())),
         hierarchy: o.hierarchy(),

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use sepia_store::Object;
 
 use crate::cache::Meta;
@@ -100,8 +101,9 @@ pub trait Responder: Downstream {
         cache_status: &[u8],
     ) -> Result<(), Gone>;
 
-    /// One piece of the started response's content.
-    async fn send_data(&mut self, data: &[u8]) -> Result<(), Gone>;
+    /// One piece of the started response's content: a `Bytes` (the store's chunk, the
+    /// origin's read) that a front end which queues content (HTTP/2) keeps without a copy.
+    async fn send_data(&mut self, data: &Bytes) -> Result<(), Gone>;
 
     /// The end of the started response's content, with its trailer fields.
     async fn send_end(&mut self, trailers: &Trailers) -> Result<(), Gone>;

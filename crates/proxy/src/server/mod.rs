@@ -239,7 +239,7 @@ mod tests {
     #[test]
     fn a_parked_connection_is_small() {
         let serve = with_parts(|s, addr, state, shutdown| {
-            let listener = h1::Listener {
+            let listener = crate::front::Listener {
                 mode: Mode::Forward,
                 divert: Divert::NotDiverted,
                 index: 0,

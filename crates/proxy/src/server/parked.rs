@@ -7,13 +7,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use sepia_config::Mode;
+use sepia_config::{AlpnProtocol, Mode};
 use tokio::sync::futures::OwnedNotified;
 
 use tokio::net::TcpStream;
 
 use super::tracker::Guard;
-use crate::front::h1;
+use crate::front::{h1, h2, Listener};
 use crate::model::Scheme;
 use crate::state::State;
 use crate::transport::intercept::Divert;
@@ -40,8 +40,9 @@ pub(super) fn spawn_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
 }
 
 /// Runs the TLS handshake of an accepted connection in its own task (the accept loop goes on),
-/// then its session. A failed or late handshake just closes the connection: there is no HTTP
-/// to answer on, and clients that scan or give up are common.
+/// then its session: HTTP/2 when ALPN chose `h2` (RFC 9113 §3.2), else HTTP/1.1. A failed or
+/// late handshake just closes the connection: there is no HTTP to answer on, and clients that
+/// scan or give up are common.
 pub(super) fn spawn_tls_session(
     accepted: Accepted,
     stream: TcpStream,
@@ -50,24 +51,35 @@ pub(super) fn spawn_tls_session(
 ) {
     tokio::spawn(async move {
         let limit = accepted.state.config.timeouts.request_head;
-        match tls.handshake(stream, limit).await {
-            Ok(conn) => run_session(accepted, Conn::Tls(Box::new(conn)), peer).await,
-            Err(e) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
+        let conn = match tls.handshake(stream, limit).await {
+            Ok(conn) => Conn::Tls(Box::new(conn)),
+            Err(e) => return tracing::debug!(%peer, "TLS handshake failed: {e}"),
+        };
+        if conn.alpn() == Some(AlpnProtocol::H2.id()) {
+            let listener = listener_of(&accepted, &conn);
+            let shutdown = accepted.guard.shutdown();
+            h2::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
+        } else {
+            run_session(accepted, conn, peer).await;
         }
     });
 }
 
-async fn run_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
-    let scheme = match conn {
-        Conn::Tcp(_) => Scheme::Http,
-        Conn::Tls(_) => Scheme::Https,
-    };
-    let listener = h1::Listener {
+/// The listener as a front end sees it; origin-form requests over TLS are `https` ones.
+fn listener_of(accepted: &Accepted, conn: &Conn) -> Listener {
+    Listener {
         mode: accepted.mode,
         divert: accepted.divert.clone(),
         index: usize::from(accepted.listener),
-        scheme,
-    };
+        scheme: match conn {
+            Conn::Tcp(_) => Scheme::Http,
+            Conn::Tls(_) => Scheme::Https,
+        },
+    }
+}
+
+async fn run_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
+    let listener = listener_of(&accepted, &conn);
     let shutdown = accepted.guard.shutdown();
     let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
     if let h1::Served::Idle(conn) = served {

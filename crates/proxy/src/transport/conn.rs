@@ -96,6 +96,14 @@ impl Conn {
         }
     }
 
+    /// The protocol ALPN chose on a TLS connection (RFC 7301).
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Conn::Tcp(_) => None,
+            Conn::Tls(s) => s.alpn(),
+        }
+    }
+
     /// The TCP socket under the connection, TLS or not.
     fn socket(&self) -> &TcpStream {
         match self {

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use sepia_http1::{RequestHead, Version};
 use sepia_store::Object;
 use tokio::io::AsyncReadExt;
@@ -236,7 +237,7 @@ impl<'s> Responder for H1Exchange<'s> {
         Ok(())
     }
 
-    async fn send_data(&mut self, data: &[u8]) -> Result<(), Gone> {
+    async fn send_data(&mut self, data: &Bytes) -> Result<(), Gone> {
         let (conn, prefix, out, limit) = self.outgoing();
         let written = write_piece(conn, prefix, data, out, limit).await;
         self.head_pending = false;

@@ -14,4 +14,4 @@ mod stored;
 mod tunnel;
 
 pub use idle::IDLE_RELEASE;
-pub use session::{serve, Listener, Served};
+pub use session::{serve, Served};

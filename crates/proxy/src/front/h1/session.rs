@@ -6,19 +6,18 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use sepia_config::Mode;
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
 
 use super::client_io::ClientIo;
 use super::exchange::H1Exchange;
 use super::idle::{wait_for_request, IdleWait, Waited};
-use crate::front::burst;
-use crate::model::{ClientInfo, Outcome, Scheme};
+use crate::front::{burst, h2, Listener};
+use crate::model::{ClientInfo, Outcome};
 use crate::pipeline::{self, Buffers, ConnInfo};
 use crate::state::shutdown::Shutdown;
 use crate::state::State;
-use crate::transport::intercept::Divert;
 use crate::transport::io::read_by_deadline;
 use crate::transport::Conn;
 
@@ -35,17 +34,6 @@ pub enum Served {
     Closed,
     /// Idle keep-alive connection with no unread bytes: park it until it becomes readable.
     Idle(Conn),
-}
-
-/// The listener a connection arrived on, as its session needs it.
-pub struct Listener {
-    pub mode: Mode,
-    /// Where an intercepted connection was going (`NotDiverted` on other listeners).
-    pub divert: Divert,
-    /// The listener's index in the configuration.
-    pub index: usize,
-    /// `Https` on a TLS listener: the scheme of origin-form requests (RFC 9110 §4.2.2).
-    pub scheme: Scheme,
 }
 
 /// One client connection and what persists across its requests.
@@ -97,16 +85,27 @@ pub async fn serve(
     };
     let mut decoder = RequestDecoder::new(limits);
     let mut req = RequestHead::default();
+    // No request was answered on this session yet: only then may the HTTP/2 preface come.
+    let mut first = true;
     loop {
         let head = read_head(&state, &mut session, &mut decoder, &mut req, idle.as_mut()).await;
         let refusal = match head {
             HeadRead::Closed => return Served::Closed,
             HeadRead::Idle => return Served::Idle(session.io.into_conn()),
             HeadRead::TimedOut => Outcome::local(408, "the request head did not arrive in time"),
-            HeadRead::Invalid(e) => Outcome::local(e.status(), e.reason()),
+            HeadRead::Invalid(e) => {
+                let h2c = first && h2c_allowed(&state, &info);
+                if let Some(early) = h2c.then(|| h2c_preface(&req, &session.io.buf)).flatten() {
+                    // Boxed: the h1 session's future stays as small as before.
+                    Box::pin(hand_to_h2(state, session, info, early, peer)).await;
+                    return Served::Closed;
+                }
+                Outcome::local(e.status(), e.reason())
+            }
             HeadRead::Request => {
                 burst::request_began();
                 session.active = true;
+                first = false;
                 let mut exchange =
                     H1Exchange::new(&state, &mut session.io, &req, &session.shutdown);
                 let outcome = pipeline::serve(&state, &info, &mut exchange, &req, &mut buffers);
@@ -192,5 +191,102 @@ fn make_head_room(buf: &mut BytesMut) {
             HEAD_BUFFER
         };
         buf.reserve(room);
+    }
+}
+
+/// Serves the rest of the connection in HTTP/2 (prior-knowledge h2c, RFC 9113 §3.3).
+async fn hand_to_h2(
+    state: Arc<State>,
+    session: Session,
+    info: ConnInfo,
+    early: Bytes,
+    peer: SocketAddr,
+) {
+    let ConnInfo {
+        mode,
+        divert,
+        listener: index,
+        scheme,
+        ..
+    } = info;
+    let listener = Listener {
+        mode,
+        divert,
+        index,
+        scheme,
+    };
+    let (conn, shutdown) = (session.io.into_conn(), session.shutdown);
+    h2::serve_h2c(state, conn, early, peer, listener, shutdown).await;
+}
+
+/// The part of the HTTP/2 preface that reads as an HTTP/1.x head: `PRI * HTTP/2.0` and an
+/// empty line.
+const PREFACE_HEAD: usize = 18;
+
+/// Whether the connection's listener serves prior-knowledge h2c (`listen[].h2c`).
+fn h2c_allowed(state: &State, info: &ConnInfo) -> bool {
+    state
+        .config
+        .listeners
+        .get(info.listener)
+        .is_some_and(|l| l.h2c)
+}
+
+/// The bytes read so far when the head the decoder refused is the start of the HTTP/2
+/// connection preface (RFC 9113 §3.4: `PRI * HTTP/2.0`, then `SM` after it), for the h2
+/// front end to read again. Looked at only after a refusal, so an h1 request pays nothing.
+fn h2c_preface(req: &RequestHead, unread: &BytesMut) -> Option<Bytes> {
+    let head = req.raw();
+    let (start, rest) = h2::PREFACE.split_at(PREFACE_HEAD);
+    let seen = &unread[..unread.len().min(rest.len())];
+    if head.as_ref() != start || !rest.starts_with(seen) {
+        return None;
+    }
+    let mut early = BytesMut::with_capacity(head.len() + unread.len());
+    early.extend_from_slice(head);
+    early.extend_from_slice(unread);
+    Some(early.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(raw: &[u8]) -> (RequestHead, BytesMut) {
+        let mut decoder = RequestDecoder::new(Limits::default());
+        let mut buf = BytesMut::from(raw);
+        let mut req = RequestHead::default();
+        assert!(
+            decoder.decode(&mut buf, &mut req).is_err(),
+            "{raw:?} parsed"
+        );
+        (req, buf)
+    }
+
+    #[test]
+    fn the_preface_is_found_in_the_head_the_decoder_refused() {
+        let mut whole = h2::PREFACE.to_vec();
+        whole.extend_from_slice(b"\0\0\0\x04\0\0\0\0\0"); // and an empty SETTINGS
+        let (req, unread) = refused(&whole);
+        assert_eq!(h2c_preface(&req, &unread).as_deref(), Some(&whole[..]));
+        // Only part of the rest arrived yet: still the preface.
+        let (req, unread) = refused(&h2::PREFACE[..20]);
+        assert_eq!(
+            h2c_preface(&req, &unread).as_deref(),
+            Some(&h2::PREFACE[..20])
+        );
+    }
+
+    #[test]
+    fn other_refused_heads_are_not_the_preface() {
+        let cases: [&[u8]; 3] = [
+            b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n",
+            b"GET / HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"PRI * HTTP/3.0\r\n\r\nSM\r\n\r\n",
+        ];
+        for raw in cases {
+            let (req, unread) = refused(raw);
+            assert_eq!(h2c_preface(&req, &unread), None, "{raw:?}");
+        }
     }
 }

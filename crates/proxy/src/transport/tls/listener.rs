@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use rustls::server::ServerSessionMemoryCache;
 use rustls::version::{TLS12, TLS13};
 use rustls::ServerConfig;
-use sepia_config::{AlpnProtocol, CertificateFiles, ListenerTls, TlsVersion};
+use sepia_config::{CertificateFiles, ListenerTls, TlsVersion};
 use tokio::net::TcpStream;
 
 use super::certs::{CertSet, Certificates};
@@ -46,13 +46,7 @@ impl TlsListener {
             .map_err(io::Error::other)?
             .with_no_client_auth()
             .with_cert_resolver(certs.clone());
-        // HTTP/2 is offered once its front end serves it; until then only http/1.1.
-        config.alpn_protocols = tls
-            .alpn
-            .iter()
-            .filter(|p| **p != AlpnProtocol::H2)
-            .map(|p| p.id().to_vec())
-            .collect();
+        config.alpn_protocols = tls.alpn.iter().map(|p| p.id().to_vec()).collect();
         config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
         if tls.session_tickets {
             // Keys rotate every six hours; one ticketer per listener, shared by every worker

@@ -36,6 +36,14 @@ impl TlsConn {
         self.stream.get_ref().0
     }
 
+    /// The application protocol agreed by ALPN (RFC 7301), if any.
+    pub fn alpn(&self) -> Option<&[u8]> {
+        match &self.stream {
+            TlsStream::Server(s) => s.get_ref().1.alpn_protocol(),
+            TlsStream::Client(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
+
     /// Readiness to read: at once when rustls holds plaintext (or a record it cannot
     /// decrypt, which the read will report), else the socket's.
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

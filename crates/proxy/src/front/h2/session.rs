@@ -1,0 +1,233 @@
+//! An HTTP/2 client connection (RFC 9113): the h2 crate's server connection over the client's
+//! socket, one task per stream running the same pipeline as an h1 request, and the limits
+//! that keep one connection's memory and work bounded whatever its client sends.
+//!
+//! One task per stream rather than a `FuturesUnordered` polled by the connection's task:
+//! streams then run on every worker (an h1 client's requests would, over as many
+//! connections), one stream's CPU work does not delay the others' frames, and the
+//! connection's task stays a small loop that only accepts, counts and closes. A `JoinSet`
+//! holds them; when the connection ends, the streams left are detached, not cancelled: each
+//! sees its client gone (sends fail, `Downstream::gone` completes), stops its origin work
+//! and still writes its access log line, as an h1 request whose client left does.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::{Builder, Connection, SendResponse};
+use h2::{Reason, RecvStream};
+use sepia_config::Mode;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::checks;
+use super::exchange::H2Exchange;
+use super::request::H2Request;
+use super::rewound::Rewound;
+use crate::front::Listener;
+use crate::model::{ClientInfo, Outcome};
+use crate::pipeline::{self, Buffers, ConnInfo};
+use crate::state::shutdown::Shutdown;
+use crate::state::State;
+use crate::transport::Conn;
+
+/// SETTINGS_MAX_CONCURRENT_STREAMS (RFC 9113 §6.5.2): the streams a client may have open at
+/// once, as most servers advertise (nginx, Envoy: 100-128).
+const MAX_CONCURRENT_STREAMS: u32 = 128;
+/// SETTINGS_INITIAL_WINDOW_SIZE: request content a stream may have in flight before Sepia
+/// consumes it (RFC 9113 §6.9.2), enough for one stream's upload at LAN speed.
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// The connection's receive window: all request content of one connection buffered at most.
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+/// Response bytes queued per stream ahead of the client's window (the h2 crate's default,
+/// 400 KiB, times 128 streams would be 50 MiB for a connection that does not read).
+const SEND_BUFFER: usize = 64 * 1024;
+/// Streams a client may reset before Sepia accepts them (the Rapid Reset attack,
+/// CVE-2023-44487): past this the connection ends with GOAWAY ENHANCE_YOUR_CALM.
+const PENDING_ACCEPT_RESETS: usize = 20;
+/// Streams Sepia may reset for the client's errors (malformed requests, flow-control
+/// violations) before it ends the connection with GOAWAY ENHANCE_YOUR_CALM.
+const LOCAL_ERROR_RESETS: usize = 256;
+/// Streams reset by Sepia whose late frames are still tolerated (RFC 9113 §5.4.2).
+const CONCURRENT_RESETS: usize = 64;
+/// Streams the client already closed (or reset) while their tasks still run are refused
+/// with REFUSED_STREAM past `MAX_CONCURRENT_STREAMS` running tasks; a client refused this
+/// often is not retrying but flooding, and its connection ends (ENHANCE_YOUR_CALM).
+const REFUSALS_LIMIT: u32 = 256;
+/// How long a connection told to go away (GOAWAY) may take to close once it has no stream
+/// left (a client that never reads could otherwise hold it open). Streams still open are
+/// bounded by their own limits (`client_idle` per write, the origin's timeouts).
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Serves an HTTP/2 connection until it closes, fails, stays idle for `client_idle` or the
+/// server shuts down: a TLS connection whose ALPN chose `h2`.
+pub async fn serve(
+    state: Arc<State>,
+    conn: Conn,
+    peer: SocketAddr,
+    listener: Listener,
+    shutdown: Arc<Shutdown>,
+) {
+    let io = Rewound::new(Bytes::new(), conn);
+    run(state, io, peer, listener, shutdown).await;
+}
+
+/// [`serve`] for a plain connection whose first bytes, `early`, were already read by the h1
+/// session and are the start of the HTTP/2 preface (prior-knowledge h2c, RFC 9113 §3.3).
+pub async fn serve_h2c(
+    state: Arc<State>,
+    conn: Conn,
+    early: Bytes,
+    peer: SocketAddr,
+    listener: Listener,
+    shutdown: Arc<Shutdown>,
+) {
+    let io = Rewound::new(early, conn);
+    run(state, io, peer, listener, shutdown).await;
+}
+
+async fn run(
+    state: Arc<State>,
+    io: Rewound,
+    peer: SocketAddr,
+    listener: Listener,
+    shutdown: Arc<Shutdown>,
+) {
+    let info = Arc::new(ConnInfo {
+        client: ClientInfo::new(peer),
+        allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
+        mode: listener.mode,
+        divert: listener.divert,
+        scheme: listener.scheme,
+        listener: listener.index,
+    });
+    // The preface and the client's SETTINGS must come as promptly as a request head would.
+    let handshake = builder(&state).handshake(io);
+    let conn = match tokio::time::timeout(state.config.timeouts.request_head, handshake).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return tracing::debug!("h2 handshake failed: {e}"),
+        Err(_) => return tracing::debug!("h2 handshake timed out"),
+    };
+    drive(conn, &state, &info, &shutdown).await;
+}
+
+/// The server side's settings and limits, all explicit rather than the crate's defaults.
+fn builder(state: &State) -> Builder {
+    let mut b = Builder::new();
+    let head_limit = u32::try_from(state.config.limits.max_request_head).unwrap_or(u32::MAX);
+    b.max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .max_header_list_size(head_limit)
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_send_buffer_size(SEND_BUFFER)
+        .max_pending_accept_reset_streams(PENDING_ACCEPT_RESETS)
+        .max_local_error_reset_streams(Some(LOCAL_ERROR_RESETS))
+        .max_concurrent_reset_streams(CONCURRENT_RESETS)
+        .reset_stream_duration(Duration::from_secs(10));
+    b
+}
+
+/// Accepts streams and runs them until the connection ends. A connection with no stream for
+/// `client_idle` is told to go away (GOAWAY, RFC 9113 §6.8), as is every connection when
+/// shutdown begins; its open streams finish first. Control frames alone (PING, SETTINGS)
+/// do not keep a connection from being idle.
+async fn drive(
+    conn: Connection<Rewound, Bytes>,
+    state: &Arc<State>,
+    info: &Arc<ConnInfo>,
+    shutdown: &Shutdown,
+) {
+    let mut streams = JoinSet::new();
+    accept_streams(conn, &mut streams, state, info, shutdown).await;
+    streams.detach_all();
+}
+
+/// The connection's loop (see [`drive`]).
+async fn accept_streams(
+    mut conn: Connection<Rewound, Bytes>,
+    streams: &mut JoinSet<()>,
+    state: &Arc<State>,
+    info: &Arc<ConnInfo>,
+    shutdown: &Shutdown,
+) {
+    let idle_limit = state.config.timeouts.client_idle;
+    let mut refused = 0u32;
+    let mut stop = std::pin::pin!(shutdown.waiter());
+    let idle = tokio::time::sleep(idle_limit);
+    let mut idle = std::pin::pin!(idle);
+    let mut closing = shutdown.has_begun();
+    if closing {
+        conn.graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Some(Ok((req, mut respond))) => {
+                    // Finished tasks not reaped yet are not running streams.
+                    while streams.try_join_next().is_some() {}
+                    if streams.len() >= MAX_CONCURRENT_STREAMS as usize {
+                        respond.send_reset(Reason::REFUSED_STREAM);
+                        refused += 1;
+                        if refused > REFUSALS_LIMIT {
+                            conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                        }
+                        continue;
+                    }
+                    streams.spawn(serve_stream(state.clone(), info.clone(), req, respond));
+                }
+                Some(Err(e)) => return tracing::debug!("h2 connection error: {e}"),
+                None => return,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {
+                if streams.is_empty() {
+                    // Idle from now; or, going away, the last stream's frames get the time
+                    // to leave before the connection may be dropped.
+                    let wait = if closing { CLOSE_GRACE } else { idle_limit };
+                    idle.as_mut().reset(Instant::now() + wait);
+                }
+            }
+            () = &mut idle, if streams.is_empty() => {
+                if closing {
+                    // Told to go away, no stream left, still not closed: a client that
+                    // does not read (or never acknowledges the GOAWAY's PING).
+                    return tracing::debug!("h2 connection did not close in time");
+                }
+                conn.graceful_shutdown();
+                closing = true;
+                idle.as_mut().reset(Instant::now() + CLOSE_GRACE);
+            }
+            () = &mut stop, if !closing => {
+                // Open streams finish first, within the server's shutdown grace period.
+                conn.graceful_shutdown();
+                closing = true;
+                idle.as_mut().reset(Instant::now() + CLOSE_GRACE);
+            }
+        }
+    }
+}
+
+/// One stream: the request refused when it would be dangerous forwarded (see `checks`),
+/// else answered by the pipeline, then reset if its response did not end cleanly.
+async fn serve_stream(
+    state: Arc<State>,
+    info: Arc<ConnInfo>,
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+) {
+    let (parts, body) = req.into_parts();
+    let ended = body.is_end_stream();
+    let request = H2Request::new(&parts, info.mode == Mode::Forward, ended);
+    let mut exchange = H2Exchange::new(&state, &request, body, respond);
+    match checks::refusal(&parts) {
+        None => {
+            let mut buffers = Buffers::default();
+            pipeline::serve(&state, &info, &mut exchange, &request, &mut buffers).await;
+        }
+        Some(why) => {
+            let refusal = Outcome::local(400, why);
+            pipeline::refuse(&state, &info, &mut exchange, &request, refusal).await;
+        }
+    }
+    exchange.finish();
+}
