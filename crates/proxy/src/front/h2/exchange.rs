@@ -8,7 +8,7 @@ use std::future::poll_fn;
 use std::ops::Range;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, Response};
@@ -352,7 +352,7 @@ impl<'s> Responder for H2Exchange<'s> {
 
 /// A stored body kept in a file goes out in pieces of this size, each read when the client's
 /// window lets the previous one go: a large hit costs one piece of memory, not the body.
-const FILE_PIECE: usize = 64 * 1024;
+const FILE_PIECE: u64 = 64 * 1024;
 
 impl H2Exchange<'_> {
     /// Bytes `range` of a body file, read back a piece at a time (HTTP/2 frames its content,
@@ -361,27 +361,11 @@ impl H2Exchange<'_> {
     async fn send_file(&mut self, file: &BodyFile, range: Range<u64>) -> Result<(), Gone> {
         let mut at = range.start;
         while at < range.end {
-            let n = (range.end - at).min(FILE_PIECE as u64) as usize;
-            let mut piece = BytesMut::zeroed(n);
-            read_at(file, &mut piece, at).map_err(|_| Gone)?;
-            at += n as u64;
-            self.content(piece.freeze(), at == range.end).await?;
+            let next = range.end.min(at + FILE_PIECE);
+            let piece = file.read_range(at, next).map_err(|_| Gone)?;
+            at = next;
+            self.content(piece, at == range.end).await?;
         }
         Ok(())
     }
-}
-
-/// Fills `buf` from `file` at `offset`.
-fn read_at(file: &BodyFile, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let at = i64::try_from(offset + done as u64).map_err(std::io::Error::other)?;
-        match nix::sys::uio::pread(file, &mut buf[done..], at) {
-            Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => done += n,
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
 }
