@@ -36,6 +36,24 @@ impl TlsConn {
         self.stream.get_ref().0
     }
 
+    /// Whether this idle connection can carry another request. What arrived while it was idle
+    /// is read through rustls without blocking: records that are not data (TLS 1.3
+    /// NewSessionTicket, KeyUpdate; RFC 8446 §4.6) are processed and leave it usable, while
+    /// data (a protocol error by the peer, RFC 9112 §9.3), close_notify, the end of the
+    /// stream or a TLS error make it unusable.
+    pub fn idle_usable(&mut self) -> bool {
+        match &mut self.stream {
+            TlsStream::Client(s) => {
+                let (tcp, session) = s.get_mut();
+                settle_idle(tcp, session)
+            }
+            TlsStream::Server(s) => {
+                let (tcp, session) = s.get_mut();
+                settle_idle(tcp, session)
+            }
+        }
+    }
+
     /// Readiness to read: at once when rustls holds plaintext (or a record it cannot
     /// decrypt, which the read will report), else the socket's.
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -96,4 +114,24 @@ impl AsyncWrite for TlsConn {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
+}
+
+/// Reads what the socket holds into `session` without waiting (straight from the socket, as a
+/// peek would: tokio's readiness is cleared by the next read that finds nothing) and
+/// processes it; see [`TlsConn::idle_usable`].
+fn settle_idle<D>(tcp: &TcpStream, session: &mut rustls::ConnectionCommon<D>) -> bool {
+    let socket = socket2::SockRef::from(tcp);
+    let mut reader: &socket2::Socket = &socket;
+    loop {
+        match session.read_tls(&mut reader) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
+    }
+    matches!(
+        session.process_new_packets(),
+        Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed()
+    )
 }
