@@ -249,4 +249,27 @@ mod tests {
             assert!(TlsServerName::parse_value(bad).is_err(), "{bad}");
         }
     }
+
+    #[test]
+    fn the_readme_example_is_valid() {
+        let doc = include_str!("../../../README.md");
+        let section = &doc[doc.find("#### Origins over TLS\n").expect("the section")..];
+        let start = section.find("```toml\n").expect("a toml example") + 8;
+        let len = section[start..].find("```").unwrap();
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\n{}",
+            &section[start..start + len]
+        );
+        let config = Config::from_toml_str(&text, "README.md").unwrap();
+        let route = &config.routes[0];
+        assert_eq!(route.origins[1].port, 8443);
+        assert_eq!(
+            route.tls.server_name.as_deref(),
+            Some("www.internal.example")
+        );
+        assert_eq!(
+            route.tls.ca,
+            Some(PathBuf::from("/etc/sepia/internal-ca.pem"))
+        );
+    }
 }

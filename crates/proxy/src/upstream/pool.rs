@@ -171,7 +171,9 @@ impl Pool {
             let limit = self.connect_timeout;
             let connected = match tls {
                 None => Conn::connect(addr, source, limit).await,
-                Some(t) => client::connect(addr, source, limit, &t.config, &t.name).await,
+                // Boxed: the handshake's state (rustls' over a kilobyte) would otherwise
+                // enlarge every request's future, plain ones included.
+                Some(t) => Box::pin(client::connect(addr, source, limit, &t.config, &t.name)).await,
             };
             match connected {
                 Ok(conn) => {
