@@ -273,3 +273,45 @@ fn an_unusable_tls_ca_stops_start_up_and_sepia_check_naming_the_file() {
         }
     }
 }
+
+#[test]
+fn a_refused_certificate_fails_over_to_the_next_origin() {
+    let (_dir, cert, origin, good) = https_origin();
+    let other_dir = TempDir::new().unwrap();
+    let other = TestCert::new(other_dir.path(), "other", "other", &["localhost"]);
+    let other_origin = Origin::start();
+    let bad = TlsOrigin::start(&other, other_origin.addr());
+    let routes = format!(
+        "[[route]]\nhost = \"*\"\norigins = [\"{}\", \"{}\"]\n{}",
+        bad.url_named("localhost"),
+        good.url_named("localhost"),
+        ca_key(&cert)
+    );
+    let sepia = reverse(&routes);
+    for i in 0..4 {
+        get(&sepia, &format!("/f{i}")).assert_status(200);
+    }
+    assert_eq!(origin.request_count(), 4);
+    assert_eq!(other_origin.request_count(), 0);
+    assert!(bad.wait_for_connections(1).failed >= 1, "{:?}", bad.seen());
+}
+
+#[test]
+fn the_handshake_counts_against_timeouts_connect() {
+    // A listener that never accepts: the kernel completes the TCP handshake, nobody answers
+    // the TLS one.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", silent.local_addr().unwrap());
+    let sepia = reverse(&format!(
+        "{}\n[timeouts]\nconnect = \"300ms\"\n",
+        route(&url, "tls_insecure_skip_verify = true\n")
+    ));
+    let started = std::time::Instant::now();
+    get(&sepia, "/slow").assert_status(504);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    drop(silent);
+}
