@@ -179,3 +179,74 @@ impl Built {
 fn index(i: usize) -> u16 {
     u16::try_from(i).unwrap_or(u16::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::tls::test_certs::TestPki;
+
+    fn routes_config(ca: &str) -> Config {
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\n\
+             [[route]]\nhost = \"a\"\norigins = [\"https://a.test\", \"http://10.0.0.1\"]\n\
+             tls_ca = \"{ca}\"\n\n\
+             [[route]]\nhost = \"b\"\norigins = [\"https://10.0.0.2:8443\"]\ntls_ca = \"{ca}\"\n\
+             tls_server_name = \"B.test\"\n\n\
+             [[route]]\nhost = \"c\"\norigins = [\"https://a.test\"]\n\
+             tls_insecure_skip_verify = true\n\n\
+             [[route]]\nhost = \"d\"\norigins = [\"http://a.test\"]\n"
+        );
+        Config::from_toml_str(&text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn one_configuration_per_distinct_trust_setting() {
+        let pki = TestPki::new(&["a.test"]);
+        let config = routes_config(pki.path("ca.pem").to_str().unwrap());
+        let clients = TlsClients::from_config(&config).unwrap();
+        assert_eq!(
+            clients.configs.len(),
+            2,
+            "the CA file once, no verification once"
+        );
+        assert_eq!(clients.routes, [Some(0), Some(0), Some(1), None]);
+        assert_eq!(clients.system, None, "no forward listener");
+        let target = |route: usize, origin: usize| {
+            let r = &config.routes[route];
+            clients
+                .for_route_origin(route, r, &r.origins[origin])
+                .unwrap()
+        };
+        let a = target(0, 0).unwrap();
+        assert_eq!((&*a.key_name, a.client), ("a.test", 0));
+        assert!(target(0, 1).is_none(), "an http origin of the same route");
+        let b = target(1, 0).unwrap();
+        // The same configuration (and so the same session cache) for both CA-file routes.
+        assert!(Arc::ptr_eq(&a.config, &b.config));
+        assert_eq!(
+            &*b.key_name, "b.test",
+            "tls_server_name, not the IP address"
+        );
+        let c = target(2, 0).unwrap();
+        assert_eq!((&*c.key_name, c.client), ("a.test", 1));
+        assert!(target(3, 0).is_none());
+    }
+
+    #[test]
+    fn ip_literals_are_names_without_sni() {
+        let pki = TestPki::new(&["a.test"]);
+        let config = routes_config(pki.path("ca.pem").to_str().unwrap());
+        let clients = TlsClients::from_config(&config).unwrap();
+        let target = clients.target(0, "[2001:db8::1]").unwrap();
+        assert!(matches!(target.name, ServerName::IpAddress(_)));
+        assert_eq!(&*target.key_name, "2001:db8::1");
+        assert!(clients.for_host("a.test").is_err(), "no forward listener");
+    }
+
+    #[test]
+    fn an_unusable_ca_file_names_the_route_and_the_file() {
+        let config = routes_config("/nonexistent/ca.pem");
+        let err = TlsClients::from_config(&config).err().unwrap().to_string();
+        assert!(err.starts_with("route[0]: /nonexistent/ca.pem"), "{err}");
+    }
+}
