@@ -20,7 +20,8 @@
 #   idle-h2         the same with HTTP/2 connections (ALPN h2, one stream each)
 #
 #   bench/tls.sh [--reps N] [--duration S] [--targets sepia,haproxy,nginx] [--sepia-bin PATH]
-#                [--idle-conns N (default 10000; 0 skips the idle case)]
+#                [--idle-conns N (default 10000; 0 skips the idle cases)]
+#                [--cases LIST (comma-separated, from the names above but idle; default all)]
 # Prints a Markdown table (medians) and writes the raw samples to $RUN/tls-samples.tsv.
 set -uo pipefail
 
@@ -33,6 +34,7 @@ DURATION=5
 TARGETS=(sepia haproxy nginx)
 SEPIA_BIN=""
 IDLE_CONNS=10000
+ONLY_CASES=()
 
 source "$BENCH_DIR/lib/common.sh"
 source "$BENCH_DIR/lib/targets.sh"
@@ -44,13 +46,15 @@ while (($#)); do
         --targets) IFS=, read -r -a TARGETS <<< "$2"; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --idle-conns) IDLE_CONNS=$2; shift ;;
-        -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cases) IFS=, read -r -a ONLY_CASES <<< "$2"; shift ;;
+        -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "tls.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
 
 CASES=(hit-1k-c100 plain-1k-c100 h2-1k-c100-m32 full-1.3 full-1.2 resumed-1.2 resumed-1.3)
+[[ ${#ONLY_CASES[@]} -gt 0 ]] && CASES=("${ONLY_CASES[@]}")
 declare -A TLS_PORT=([sepia]=$((PORT_BASE + 1)) [haproxy]=$((PORT_BASE + 2)) [nginx]=$((PORT_BASE + 3)))
 SEPIA_PLAIN_PORT=$((PORT_BASE + 11))
 ORIGIN_PORT=$PORT_BASE

@@ -16,11 +16,14 @@
 //! * [`netns`]: client, router and origin network namespaces for the interception tests.
 //! * [`TestCert`]: certificates made at test time with `openssl`; [`served_subject`] asks which
 //!   one a server name gets; [`python`] runs scripted clients (Python's `ssl`).
+//! * [`TlsOrigin`]: an https origin (Python's `ssl` in front of an [`Origin`]) that reports its
+//!   connections and resumed sessions.
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
-//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`, `h2`
-//! (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed attacks).
+//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`,
+//! `origin_tls`, `h2` (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed
+//! attacks).
 //! `$SEPIA_BIN` overrides the binary under test.
 
 mod binary;
@@ -38,6 +41,7 @@ mod pattern;
 mod raw_client;
 mod squid_line;
 mod tls;
+mod tls_origin;
 
 pub use binary::{sepia_bin, Sepia};
 pub use config::{forward_config, free_addr, reverse_config};
@@ -50,6 +54,7 @@ pub use pattern::{fill_pattern, pattern, sha256_hex};
 pub use raw_client::RawClient;
 pub use squid_line::SquidLine;
 pub use tls::{openssl_with_input, python, served_subject, TestCert};
+pub use tls_origin::{FrontSeen, TlsOrigin};
 
 use std::time::{Duration, Instant};
 

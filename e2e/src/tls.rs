@@ -16,8 +16,8 @@ pub struct TestCert {
 }
 
 impl TestCert {
-    /// Writes `<stem>.pem` and `<stem>.key` into `dir`: common name `cn`, DNS names `names`
-    /// in its subjectAltName.
+    /// Writes `<stem>.pem` and `<stem>.key` into `dir`: common name `cn`, `names` in its
+    /// subjectAltName (DNS names, or IP addresses for names that parse as one).
     pub fn new(dir: &Path, stem: &str, cn: &str, names: &[&str]) -> TestCert {
         let ca = dir.join("ca.pem");
         let ca_key = dir.join("ca.key");
@@ -44,7 +44,13 @@ impl TestCert {
         let key = dir.join(format!("{stem}.key"));
         let csr = dir.join(format!("{stem}.csr"));
         let ext = dir.join(format!("{stem}.ext"));
-        let san: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
+        let san: Vec<String> = names
+            .iter()
+            .map(|n| match n.parse::<std::net::IpAddr>() {
+                Ok(_) => format!("IP:{n}"),
+                Err(_) => format!("DNS:{n}"),
+            })
+            .collect();
         let mut extensions = String::from(
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
         );

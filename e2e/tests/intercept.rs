@@ -209,6 +209,17 @@ fn redirect_intercepts_port_80_and_verifies_host() {
     assert_eq!(hits.count(), 1, "{log:#?}");
     let conflicts = log.iter().filter(|l| l.contains("/409 ")).count();
     assert_eq!(conflicts, 4, "{log:#?}");
+
+    // An https:// URL is never sent in clear text to the original destination.
+    let before = origin.request_count();
+    let https = format!("https://{ORIGIN_V4}/bytes/5");
+    let out = get(
+        &lab,
+        &format!("http://{ORIGIN_V4}/"),
+        &["--request-target", &https],
+    );
+    out.assert_status(501);
+    assert_eq!(origin.request_count(), before);
 }
 
 #[test]

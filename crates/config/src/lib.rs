@@ -13,6 +13,7 @@ pub mod model;
 mod access;
 mod auth;
 mod error;
+mod origin_tls;
 mod raw;
 mod resolve;
 mod tls;
@@ -29,7 +30,7 @@ pub use model::{
     HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode,
     OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
-pub use model::{AlpnProtocol, CertificateFiles, TlsVersion};
+pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
 use crate::values::ConfigValue;
 
@@ -85,7 +86,7 @@ impl Config {
             return Err(ConfigError::new(
                 COMMAND_LINE,
                 Some("--origin"),
-                "reverse mode needs at least one --origin http://host[:port]",
+                "reverse mode needs at least one --origin http[s]://host[:port]",
             ));
         }
         let origins = origins
@@ -97,6 +98,9 @@ impl Config {
             host: Spanned::new(0..0, raw::Parsed(HostMatch::Any)),
             origins: Spanned::new(0..0, origins),
             host_header: raw::Parsed(HostHeader::Pass),
+            tls_ca: None,
+            tls_server_name: None,
+            tls_insecure_skip_verify: None,
         };
         Config::quick(listen, Mode::Reverse, workers, Some(route), tls)
     }

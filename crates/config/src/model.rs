@@ -1,7 +1,7 @@
 //! The validated, immutable configuration snapshot handed to the proxy.
 //!
 //! Every value here has already been checked: addresses parse, durations are positive where
-//! they must be, origins are plain `http://host[:port]`. The proxy never re-validates; a reload
+//! they must be, origins are `http://host[:port]` or `https://host[:port]`. The proxy never re-validates; a reload
 //! builds a new [`Config`] and swaps it in whole.
 
 use std::net::{IpAddr, SocketAddr};
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use crate::auth::{AuthBackend, AuthConfig, HelperConfig};
+pub use crate::origin_tls::OriginTls;
 pub use crate::tls::{AlpnProtocol, CertificateFiles, ListenerTls, TlsVersion};
 
 /// The whole configuration: one value per section of the TOML file (see the README, section Configuration).
@@ -246,18 +247,31 @@ impl HostMatch {
     }
 }
 
-/// One origin server of a route, from `"http://host[:port]"`.
+/// One origin server of a route, from `"http://host[:port]"` or `"https://host[:port]"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OriginAddr {
     /// Lowercased host name or IP literal; IPv6 without brackets.
     pub host: String,
-    /// Port; 80 when the URL gave none.
+    /// Port; the scheme's default (80, or 443 for https) when the URL gave none.
     pub port: u16,
+    /// `https://`: reached over TLS and verified as the route's [`OriginTls`] says
+    /// (RFC 9110 §4.2.2).
+    pub tls: bool,
 }
 
 impl OriginAddr {
+    /// The port an `http://` or `https://` URL without one means (RFC 9110 §4.2.1, §4.2.2).
+    pub fn default_port(tls: bool) -> u16 {
+        if tls {
+            443
+        } else {
+            80
+        }
+    }
+
     /// `host:port` as sent in a Host header (RFC 9110 §7.2): the port is omitted when it is
-    /// http's default 80 (RFC 9110 §4.2.1), and an IPv6 literal is bracketed (RFC 3986 §3.2.2).
+    /// the scheme's default (RFC 9110 §4.2.1, §4.2.2), and an IPv6 literal is bracketed
+    /// (RFC 3986 §3.2.2).
     pub fn authority(&self) -> String {
         let mut out = String::with_capacity(self.host.len() + 8);
         if self.host.contains(':') {
@@ -267,7 +281,7 @@ impl OriginAddr {
         } else {
             out.push_str(&self.host);
         }
-        if self.port != 80 {
+        if self.port != OriginAddr::default_port(self.tls) {
             out.push(':');
             out.push_str(&self.port.to_string());
         }
@@ -295,6 +309,9 @@ pub struct Route {
     pub origins: Vec<OriginAddr>,
     /// `host_header`: the Host sent to the origin.
     pub host_header: HostHeader,
+    /// `tls_ca`, `tls_server_name`, `tls_insecure_skip_verify`: how the route's `https://`
+    /// origins are verified.
+    pub tls: OriginTls,
 }
 
 /// `[access_log] path`.
@@ -346,6 +363,7 @@ mod tests {
             let origin = OriginAddr {
                 host: host.to_string(),
                 port,
+                tls: false,
             };
             assert_eq!(origin.authority(), want, "{host} {port}");
         }

@@ -330,6 +330,13 @@ pub(crate) struct RawRoute {
     pub origins: Spanned<Vec<Parsed<OriginAddr>>>,
     #[serde(default = "default_host_header")]
     pub host_header: Parsed<HostHeader>,
+    /// The route's TLS toward its https origins (`crate::origin_tls`).
+    #[serde(default)]
+    pub tls_ca: Option<Spanned<String>>,
+    #[serde(default)]
+    pub tls_server_name: Option<Spanned<Parsed<crate::origin_tls::TlsServerName>>>,
+    #[serde(default)]
+    pub tls_insecure_skip_verify: Option<Spanned<bool>>,
 }
 
 #[derive(Deserialize, Debug)]

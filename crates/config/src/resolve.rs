@@ -228,6 +228,7 @@ fn resolve_routes(
     let mut seen = HashMap::new();
     let mut routes = Vec::with_capacity(raw_routes.len());
     for (index, raw) in raw_routes.into_iter().enumerate() {
+        let tls = crate::origin_tls::resolve_origin_tls(&raw, index, file, text)?;
         let host_span = raw.host.span();
         let host = raw.host.into_inner().0;
         if let Some(first) = seen.insert(host.clone(), index) {
@@ -254,6 +255,7 @@ fn resolve_routes(
             host,
             origins,
             host_header: raw.host_header.0,
+            tls,
         });
     }
     Ok(routes)

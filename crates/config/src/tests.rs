@@ -164,14 +164,17 @@ fn full_file_sets_every_key() {
             origins: vec![
                 OriginAddr {
                     host: "127.0.0.1".into(),
-                    port: 8080
+                    port: 8080,
+                    tls: false,
                 },
                 OriginAddr {
                     host: "::1".into(),
-                    port: 8081
+                    port: 8081,
+                    tls: false,
                 },
             ],
             host_header: HostHeader::Origin,
+            tls: Default::default(),
         }
     );
     assert_eq!(
@@ -264,12 +267,13 @@ fn errors_name_file_line_and_key() {
         (
             format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"http://a/b\"]\n"),
             "t.toml:6: key 'route[0].origins[0]': invalid origin \"http://a/b\": an origin has \
-             no path, query or fragment (got \"/b\"); expected http://host[:port]",
+             no path, query or fragment (got \"/b\"); expected http://host[:port] or \
+             https://host[:port]",
         ),
         (
-            format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"https://a\"]\n"),
-            "t.toml:6: key 'route[0].origins[0]': invalid origin \"https://a\": https origins \
-             are not supported yet",
+            format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"http://a\"]\ntls_ca = \"/c\"\n"),
+            "t.toml:7: key 'route[0].tls_ca': only for routes with https:// origins (this \
+             route has none)",
         ),
         (
             format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = []\n"),
@@ -401,12 +405,16 @@ fn quick_constructors() {
 
     let err = Config::quick_reverse("0.0.0.0:80", &[], None, None).unwrap_err();
     assert_eq!(err.key(), Some("--origin"));
-    let bad = vec!["https://x".to_string()];
+    let https = vec!["https://x".to_string()];
+    let config = Config::quick_reverse("0.0.0.0:80", &https, None, None).unwrap();
+    assert!(config.routes[0].origins[0].tls);
+    assert_eq!(config.routes[0].origins[0].port, 443);
+    let bad = vec!["ftp://x".to_string()];
     let err = Config::quick_reverse("0.0.0.0:80", &bad, None, None).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "command line: key '--origin': invalid origin \"https://x\": https origins are not \
-         supported yet"
+        "command line: key '--origin': invalid origin \"ftp://x\": unsupported scheme \"ftp\" \
+         (expected http://host[:port] or https://host[:port])"
     );
     let err = Config::quick_forward("nowhere", None, None).unwrap_err();
     assert_eq!(err.key(), Some("--listen"));

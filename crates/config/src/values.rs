@@ -202,8 +202,8 @@ fn is_bracketed_ipv6(text: &str) -> bool {
         .is_some_and(|inner| inner.parse::<Ipv6Addr>().is_ok())
 }
 
-/// `http://host[:port]` with an optional `/` and nothing else: a route forwards the client's
-/// own path, so an origin path would be silently ignored. TLS to origins does not exist yet.
+/// `http://host[:port]` or `https://host[:port]` with an optional `/` and nothing else: a
+/// route forwards the client's own path, so an origin path would be silently ignored.
 impl ConfigValue for OriginAddr {
     const EXPECTING: &'static str = "an origin URL string such as \"http://127.0.0.1:8080\"";
     fn parse_value(text: &str) -> Result<Self, String> {
@@ -212,14 +212,12 @@ impl ConfigValue for OriginAddr {
 }
 
 fn parse_origin(text: &str) -> Result<OriginAddr, String> {
-    let expected = "expected http://host[:port]";
+    let expected = "expected http://host[:port] or https://host[:port]";
     let Some((scheme, rest)) = text.split_once("://") else {
         return Err(expected.into());
     };
-    if scheme.eq_ignore_ascii_case("https") {
-        return Err("https origins are not supported yet".into());
-    }
-    if !scheme.eq_ignore_ascii_case("http") {
+    let tls = scheme.eq_ignore_ascii_case("https");
+    if !tls && !scheme.eq_ignore_ascii_case("http") {
         return Err(format!("unsupported scheme \"{scheme}\" ({expected})"));
     }
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
@@ -234,13 +232,14 @@ fn parse_origin(text: &str) -> Result<OriginAddr, String> {
     }
     let (host, port) = split_host_port(authority).ok_or_else(|| expected.to_string())?;
     let port = match port {
-        None => 80,
+        None => OriginAddr::default_port(tls),
         Some(digits) => parse_port(digits)
             .ok_or_else(|| format!("invalid port \"{digits}\" (expected 1 to 65535)"))?,
     };
     Ok(OriginAddr {
         host: host.to_ascii_lowercase(),
         port,
+        tls,
     })
 }
 
@@ -465,19 +464,26 @@ mod tests {
     #[test]
     fn origins() {
         let good = [
-            ("http://127.0.0.1:8080", "127.0.0.1", 8080),
-            ("http://Example.COM", "example.com", 80),
-            ("HTTP://example.com/", "example.com", 80),
-            ("http://[::1]:81", "::1", 81),
-            ("http://[::1]", "::1", 80),
+            ("http://127.0.0.1:8080", "127.0.0.1", 8080, false),
+            ("http://Example.COM", "example.com", 80, false),
+            ("HTTP://example.com/", "example.com", 80, false),
+            ("http://[::1]:81", "::1", 81, false),
+            ("http://[::1]", "::1", 80, false),
+            ("https://example.com", "example.com", 443, true),
+            ("HTTPS://example.com:8443/", "example.com", 8443, true),
+            ("https://[::1]", "::1", 443, true),
         ];
-        for (text, host, port) in good {
+        for (text, host, port, tls) in good {
             let origin = OriginAddr::parse_value(text).unwrap();
-            assert_eq!((origin.host.as_str(), origin.port), (host, port), "{text}");
+            assert_eq!(
+                (origin.host.as_str(), origin.port, origin.tls),
+                (host, port, tls),
+                "{text}"
+            );
         }
         let bad = [
-            ("https://example.com", "https origins are not supported yet"),
             ("ftp://example.com", "unsupported scheme \"ftp\""),
+            ("https://example.com/x", "no path, query or fragment"),
             ("example.com:80", "expected http://host[:port]"),
             (
                 "http://example.com/x",

@@ -31,10 +31,16 @@ impl Scheme {
     }
 
     /// The scheme a URL names, compared case-insensitively (RFC 3986 §3.1); `None` for a
-    /// scheme Sepia cannot forward to. `https://` targets are refused until origins can be
-    /// reached over TLS: sending them in clear text to port 443 would be worse.
+    /// scheme Sepia cannot forward to. An `https://` target is fetched over TLS (RFC 9110
+    /// §4.2.2), never in clear text.
     pub fn from_url(name: &[u8]) -> Option<Scheme> {
-        name.eq_ignore_ascii_case(b"http").then_some(Scheme::Http)
+        if name.eq_ignore_ascii_case(b"http") {
+            Some(Scheme::Http)
+        } else if name.eq_ignore_ascii_case(b"https") {
+            Some(Scheme::Https)
+        } else {
+            None
+        }
     }
 }
 
@@ -206,13 +212,17 @@ mod tests {
             ("HTTP://Example.com:8080", "Example.com:8080", "/"),
             ("http://127.0.0.1:81?q", "127.0.0.1:81", "/?q"),
             ("http://[::1]:80/x#frag", "[::1]:80", "/x"),
+            ("https://example.com/s", "example.com", "/s"),
+            ("HTTPS://[::1]:8443", "[::1]:8443", "/"),
         ];
         for (input, authority, origin_form) in cases {
             let head = Bytes::copy_from_slice(input.as_bytes());
             let t = parse_absolute(&head, |p| head.slice_ref(p)).unwrap();
             assert_eq!(&t.authority[..], authority.as_bytes(), "{input}");
             assert_eq!(&t.origin_form[..], origin_form.as_bytes(), "{input}");
-            assert_eq!(t.scheme, Scheme::Http);
+            let https = input.to_ascii_lowercase().starts_with("https");
+            let want = if https { Scheme::Https } else { Scheme::Http };
+            assert_eq!(t.scheme, want, "{input}");
         }
     }
 
@@ -222,7 +232,7 @@ mod tests {
             ("/index.html", TargetError::NotAbsolute),
             ("*", TargetError::NotAbsolute),
             ("example.com:443", TargetError::NotAbsolute),
-            ("https://example.com/", TargetError::UnsupportedScheme),
+            ("httpx://example.com/", TargetError::UnsupportedScheme),
             ("ftp://example.com/", TargetError::UnsupportedScheme),
             ("http:///nohost", TargetError::BadAuthority),
             ("http://user@host/", TargetError::BadAuthority),

@@ -35,7 +35,7 @@ pub(super) async fn tunnel<C: Responder>(x: &mut Exchange<'_, C>) -> Outcome {
         return refuse(502, "the host name could not be resolved");
     };
     // A tunnel's connection is never pooled: it carries the client's own protocol.
-    let Ok(origin) = ups.pool.connect(&addrs, None).await else {
+    let Ok(origin) = ups.pool.connect(&addrs, None, None).await else {
         return refuse(502, "could not connect to the requested host");
     };
     let peer = origin.addr().ip();

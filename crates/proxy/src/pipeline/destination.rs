@@ -20,12 +20,13 @@ pub struct Destination<'a> {
 }
 
 /// A forward-mode request: the absolute URL's authority is the origin, and replaces any Host
-/// received (RFC 9112 §3.2.2).
+/// received (RFC 9112 §3.2.2); an `https://` URL's origin is reached over TLS and verified
+/// for its host (RFC 9110 §4.2.2).
 pub fn forward(absolute: Option<&AbsoluteTarget>) -> Result<Destination<'_>, Outcome> {
     let Some(target) = absolute else {
         return Err(Outcome::local(
             400,
-            "a proxy request needs an absolute http:// URL",
+            "a proxy request needs an absolute http:// or https:// URL",
         ));
     };
     let invalid = || Outcome::local(400, "invalid host in the request URL").closing();
@@ -41,6 +42,7 @@ pub fn forward(absolute: Option<&AbsoluteTarget>) -> Result<Destination<'_>, Out
             origins: Origins::Host {
                 host,
                 port: auth.port.unwrap_or(target.scheme.default_port()),
+                tls: target.scheme == Scheme::Https,
             },
         },
     })

@@ -42,6 +42,14 @@ impl Intercepted {
         // Clients that believe they talk to the origin send origin-form; absolute-form is
         // accepted too (RFC 9112 §3.2.2) and its authority then stands for Host.
         let (scheme, host, target) = match absolute {
+            // The original destination is reached in clear text: an https URL sent there
+            // would leave unprotected (RFC 9110 §4.2.2).
+            Some(t) if t.scheme == Scheme::Https => {
+                return Err(Outcome::local(
+                    501,
+                    "https:// URLs are not forwarded from interception listeners",
+                ))
+            }
             Some(t) => (t.scheme, t.authority, t.origin_form),
             None => match req.host() {
                 Some(h) => (listener_scheme, req.share(h), req.share(req.target())),

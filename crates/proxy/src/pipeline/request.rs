@@ -39,7 +39,7 @@ pub(super) async fn answer<C: Responder>(x: &mut Exchange<'_, C>, key: &mut Vec<
         Ok(t) => Some(t),
         Err(TargetError::NotAbsolute) => None,
         Err(TargetError::UnsupportedScheme) => {
-            return Outcome::local(501, "only http:// URLs are supported")
+            return Outcome::local(501, "only http:// and https:// URLs are supported")
         }
         Err(TargetError::BadAuthority) => {
             return Outcome::local(400, "invalid host in the request URL").closing()

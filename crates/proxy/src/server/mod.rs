@@ -23,6 +23,7 @@ use crate::state::State;
 use crate::transport::intercept;
 use crate::transport::tls::TlsListener;
 use crate::transport::Conn;
+use crate::upstream::TlsClients;
 
 /// Pending connections the kernel queues per listener.
 const BACKLOG: i32 = 4096;
@@ -76,7 +77,8 @@ impl Server {
     }
 
     /// What binding would check beyond the configuration file itself, without binding: every
-    /// TLS listener's certificates and keys can be read and belong together (`sepia check`).
+    /// TLS listener's certificates and keys can be read and belong together, and every
+    /// route's `tls_ca` holds CA certificates (`sepia check`).
     pub fn check(config: &Config) -> io::Result<()> {
         for l in &config.listeners {
             if let Some(tls) = &l.tls {
@@ -85,7 +87,7 @@ impl Server {
                 })?;
             }
         }
-        Ok(())
+        TlsClients::from_config(config).map(drop)
     }
 
     /// The bound addresses (useful with port 0).

@@ -50,7 +50,7 @@ impl State {
         Ok(State {
             auth,
             cache,
-            upstreams: Upstreams::new(config.clone(), via),
+            upstreams: Upstreams::new(config.clone(), via)?,
             log,
             tz: sepia_access::TimeZone::system(),
             config,

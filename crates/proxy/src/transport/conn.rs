@@ -48,15 +48,21 @@ impl Conn {
 
     /// Whether an idle connection is still usable: it must have nothing to read, since data
     /// would be a protocol error by the peer and end of stream means it closed its side.
-    /// The socket is peeked, not read, so that TLS records stay for rustls; and only when
-    /// tokio saw it readable (`try_io`), so that a quiet connection costs no syscall.
-    pub fn looks_open(&self) -> bool {
-        let tcp = self.socket();
-        let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
-        let peeked = tcp.try_io(Interest::READABLE, || {
-            socket2::SockRef::from(tcp).peek(&mut probe)
-        });
-        matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    /// A plain socket is peeked, not read, and only when tokio saw it readable (`try_io`), so
+    /// that a quiet connection costs no syscall. Over TLS, records that are not data (a TLS
+    /// 1.3 session ticket, a key update) may arrive while the connection is idle: rustls reads
+    /// and processes them without blocking (`TlsConn::idle_usable`).
+    pub fn looks_open(&mut self) -> bool {
+        match self {
+            Conn::Tcp(s) => {
+                let mut probe = [std::mem::MaybeUninit::<u8>::uninit()];
+                let peeked = s.try_io(Interest::READABLE, || {
+                    socket2::SockRef::from(&*s).peek(&mut probe)
+                });
+                matches!(peeked, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            Conn::Tls(s) => s.idle_usable(),
+        }
     }
 
     /// Readiness to read, without reading: what an idle connection waits for.

@@ -43,6 +43,15 @@ impl FetchError {
                 return Outcome::local(502, "the origin's host name could not be resolved")
                     .logged_as(ResultCode::TcpMiss)
             }
+            // What a refused TLS handshake reports (the reason is in Sepia's log).
+            FetchError::Unreachable(io::ErrorKind::InvalidData) => {
+                return Outcome::local(
+                    502,
+                    "the TLS handshake with the origin server failed (its certificate was \
+                     not accepted, or it does not speak TLS)",
+                )
+                .logged_as(ResultCode::TcpMiss)
+            }
             FetchError::Unreachable(_) => {
                 return Outcome::local(502, "could not connect to the origin server")
                     .logged_as(ResultCode::TcpMiss)

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use bytes::Bytes;
 use sepia_config::{OriginAddr, Route};
 
+use super::tls::{TlsClients, TlsTarget};
 use crate::transport::dns::Resolver;
 use crate::transport::intercept::Diverted;
 
@@ -16,9 +17,10 @@ use crate::transport::intercept::Diverted;
 pub enum Origins<'a> {
     /// Reverse mode: a route's origins, round-robin with failover on connect errors.
     Route(&'a RouteOrigins),
-    /// Forward mode: the requested host (a name or an IP literal) and port. Names are
-    /// resolved only when a connection is needed, so a cache hit never waits on DNS.
-    Host { host: &'a str, port: u16 },
+    /// Forward mode: the requested host (a name or an IP literal) and port, over TLS for an
+    /// `https://` URL (RFC 9110 §4.2.2). Names are resolved only when a connection is
+    /// needed, so a cache hit never waits on DNS.
+    Host { host: &'a str, port: u16, tls: bool },
     /// Interception: the connection's original destination and nothing else, opened from the
     /// client's address when spoofing. Borrowed, so that every future holding it stays as
     /// small as in the other modes.
@@ -30,7 +32,8 @@ pub enum Origins<'a> {
 pub enum OwnedOrigins {
     /// An index into the routes.
     Route(usize),
-    Host(String, u16),
+    /// Host, port, TLS.
+    Host(String, u16, bool),
     Diverted(Diverted),
 }
 
@@ -41,11 +44,16 @@ pub struct RouteOrigins {
 }
 
 impl RouteOrigins {
-    pub fn new(route: &Route) -> RouteOrigins {
-        RouteOrigins {
+    /// Route `index`'s origins, with the TLS client of its https ones.
+    pub fn new(index: usize, route: &Route, tls: &TlsClients) -> io::Result<RouteOrigins> {
+        let origins = route.origins.iter().map(|o| {
+            let target = tls.for_route_origin(index, route, o)?;
+            Ok(OriginAddress::new(o, target))
+        });
+        Ok(RouteOrigins {
             next: AtomicUsize::new(0),
-            origins: route.origins.iter().map(OriginAddress::new).collect(),
-        }
+            origins: origins.collect::<io::Result<_>>()?,
+        })
     }
 
     /// Where this request's round-robin turn starts; the caller tries the others after it.
@@ -62,16 +70,19 @@ pub struct OriginAddress {
     port: u16,
     /// Set when the host is an IP literal: no resolution on the request path.
     literal: Option<SocketAddr>,
+    /// Set for an `https://` origin.
+    pub tls: Option<TlsTarget>,
 }
 
 impl OriginAddress {
-    fn new(o: &OriginAddr) -> OriginAddress {
+    fn new(o: &OriginAddr, tls: Option<TlsTarget>) -> OriginAddress {
         let bare = o.host.trim_start_matches('[').trim_end_matches(']');
         OriginAddress {
             authority: Bytes::from(o.authority()),
             literal: bare.parse().ok().map(|ip| SocketAddr::new(ip, o.port)),
             host: o.host.clone(),
             port: o.port,
+            tls,
         }
     }
 

@@ -17,6 +17,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use super::tls::TlsTarget;
+use crate::transport::tls::client;
 use crate::transport::Conn;
 
 /// Idle connections kept per key; more are closed on check-in.
@@ -35,8 +37,12 @@ pub struct OriginKey {
     /// The client address the connection was opened from (spoofed), `None` for Sepia's own.
     pub source: Option<IpAddr>,
     /// The name the TLS handshake asked for (SNI) and the certificate was checked against;
-    /// `None` for a plain connection.
+    /// `None` for a plain connection, so plain and TLS connections to one address never mix.
     pub server_name: Option<Arc<str>>,
+    /// Which TLS client configuration verified it ([`TlsTarget::client`]; 0 when plain): a
+    /// connection a `tls_insecure_skip_verify` route opened never serves a route that
+    /// verifies, nor one trusting another CA.
+    pub tls_client: u16,
     pub protocol: Protocol,
 }
 
@@ -47,7 +53,20 @@ impl OriginKey {
             addr,
             source,
             server_name: None,
+            tls_client: 0,
             protocol: Protocol::Http1,
+        }
+    }
+
+    /// An HTTP/1.1 connection to `addr`, over TLS when `tls` says so.
+    pub fn new(addr: SocketAddr, source: Option<IpAddr>, tls: Option<&TlsTarget>) -> OriginKey {
+        match tls {
+            None => OriginKey::plain(addr, source),
+            Some(t) => OriginKey {
+                server_name: Some(t.key_name.clone()),
+                tls_client: t.client,
+                ..OriginKey::plain(addr, source)
+            },
         }
     }
 }
@@ -113,7 +132,7 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.get_mut(key)?;
         let now = coarse_now();
-        while let Some(idle) = list.pop() {
+        while let Some(mut idle) = list.pop() {
             if now.saturating_sub(idle.since) < self.idle_timeout && idle.conn.looks_open() {
                 return Some(OriginConn {
                     conn: idle.conn,
@@ -138,20 +157,29 @@ impl Pool {
         }
     }
 
-    /// Opens a new connection to the first of `addrs` that accepts within the connect timeout,
-    /// from the (non-local) client address `source` when given (TPROXY's `spoof_client`).
+    /// Opens a new connection to the first of `addrs` that accepts (and completes the TLS
+    /// handshake, with `tls`) within the connect timeout, from the (non-local) client address
+    /// `source` when given (TPROXY's `spoof_client`).
     pub async fn connect(
         &self,
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
+        tls: Option<&TlsTarget>,
     ) -> io::Result<OriginConn> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
         for &addr in addrs {
-            match Conn::connect(addr, source, self.connect_timeout).await {
+            let limit = self.connect_timeout;
+            let connected = match tls {
+                None => Conn::connect(addr, source, limit).await,
+                // Boxed: the handshake's state (rustls' over a kilobyte) would otherwise
+                // enlarge every request's future, plain ones included.
+                Some(t) => Box::pin(client::connect(addr, source, limit, &t.config, &t.name)).await,
+            };
+            match connected {
                 Ok(conn) => {
                     return Ok(OriginConn {
                         conn,
-                        key: OriginKey::plain(addr, source),
+                        key: OriginKey::new(addr, source, tls),
                         reused: false,
                     })
                 }
@@ -161,18 +189,20 @@ impl Pool {
         Err(last)
     }
 
-    /// A pooled connection to one of `addrs` opened from `source`, or a new one.
+    /// A pooled connection to one of `addrs` opened from `source` (over TLS as `tls` says),
+    /// or a new one.
     pub async fn get(
         &self,
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
+        tls: Option<&TlsTarget>,
     ) -> io::Result<OriginConn> {
         for &addr in addrs {
-            if let Some(conn) = self.checkout(&OriginKey::plain(addr, source)) {
+            if let Some(conn) = self.checkout(&OriginKey::new(addr, source, tls)) {
                 return Ok(conn);
             }
         }
-        self.connect(addrs, source).await
+        self.connect(addrs, source, tls).await
     }
 
     /// Number of idle connections held.
@@ -219,13 +249,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
 
-        let conn = pool.get(&[addr], None).await.unwrap();
+        let conn = pool.get(&[addr], None, None).await.unwrap();
         assert!(!conn.reused);
         let (mut server_side, _) = listener.accept().await.unwrap();
         pool.checkin(conn);
         assert_eq!(pool.idle_count(), 1);
 
-        let again = pool.get(&[addr], None).await.unwrap();
+        let again = pool.get(&[addr], None, None).await.unwrap();
         assert!(again.reused, "the idle connection is handed out again");
         pool.checkin(again);
 
@@ -233,7 +263,7 @@ mod tests {
         server_side.shutdown().await.unwrap();
         drop(server_side);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let fresh = pool.get(&[addr], None).await.unwrap();
+        let fresh = pool.get(&[addr], None, None).await.unwrap();
         assert!(!fresh.reused);
     }
 
@@ -242,7 +272,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_millis(100), Duration::from_secs(1));
-        let conn = pool.get(&[addr], None).await.unwrap();
+        let conn = pool.get(&[addr], None, None).await.unwrap();
         let _server_side = listener.accept().await.unwrap();
         pool.checkin(conn);
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -259,9 +289,9 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let live = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let conn = pool.connect(&[dead, live], None).await.unwrap();
+        let conn = pool.connect(&[dead, live], None, None).await.unwrap();
         assert_eq!(conn.addr(), live);
-        assert!(pool.connect(&[dead], None).await.is_err());
+        assert!(pool.connect(&[dead], None, None).await.is_err());
     }
 
     #[tokio::test]
@@ -269,7 +299,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let mine = pool.get(&[addr], None).await.unwrap();
+        let mine = pool.get(&[addr], None, None).await.unwrap();
         let _accepted = listener.accept().await.unwrap();
         pool.checkin(mine);
         // A connection opened from a client's address is pooled under that address only.
@@ -291,5 +321,45 @@ mod tests {
         let own = pool.checkout(&key(None)).unwrap();
         assert_eq!(own.key.source, None);
         assert!(pool.checkout(&key(None)).is_none());
+    }
+
+    #[tokio::test]
+    async fn plain_and_tls_connections_never_mix() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
+        let plain = pool.get(&[addr], None, None).await.unwrap();
+        let _accepted = listener.accept().await.unwrap();
+        pool.checkin(plain);
+        let verified = OriginKey {
+            server_name: Some(Arc::from("origin.test")),
+            tls_client: 0,
+            ..OriginKey::plain(addr, None)
+        };
+        assert!(
+            pool.checkout(&verified).is_none(),
+            "a plain connection is not TLS"
+        );
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let _accepted2 = listener.accept().await.unwrap();
+        pool.checkin(OriginConn {
+            conn: Conn::Tcp(stream),
+            key: verified.clone(),
+            reused: false,
+        });
+        // Another name, or the same name verified another way (another CA, or not at all).
+        let other_name = OriginKey {
+            server_name: Some(Arc::from("other.test")),
+            ..verified.clone()
+        };
+        let other_trust = OriginKey {
+            tls_client: 1,
+            ..verified.clone()
+        };
+        assert!(pool.checkout(&other_name).is_none());
+        assert!(pool.checkout(&other_trust).is_none());
+        assert_eq!(pool.checkout(&verified).unwrap().key, verified);
+        let back = pool.checkout(&OriginKey::plain(addr, None)).unwrap();
+        assert_eq!(back.key.server_name, None);
     }
 }

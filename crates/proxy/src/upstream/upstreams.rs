@@ -7,7 +7,8 @@ use bytes::Bytes;
 use sepia_config::Config;
 
 use super::origins::{Origins, OwnedOrigins, RouteOrigins};
-use super::pool::{OriginConn, Pool};
+use super::pool::{OriginConn, OriginKey, Pool};
+use super::tls::TlsClients;
 use crate::transport::dns::Resolver;
 
 /// What the origin side shares across requests.
@@ -17,27 +18,40 @@ pub struct Upstreams {
     pub resolver: Resolver,
     /// One entry per `config.routes`, same order.
     pub routes: Vec<RouteOrigins>,
+    /// The TLS client configurations toward https origins.
+    pub tls: TlsClients,
     /// The Via value Sepia adds: "1.1 <pseudonym>" (RFC 9110 §7.6.3).
     pub via: Bytes,
 }
 
 impl Upstreams {
-    /// Must run inside the tokio runtime (the pool starts its sweeper task).
-    pub fn new(config: Arc<Config>, via: Bytes) -> Upstreams {
-        Upstreams {
+    /// Must run inside the tokio runtime (the pool starts its sweeper task). Fails when a
+    /// route's `tls_ca` cannot be used (the error names the route and the file).
+    pub fn new(config: Arc<Config>, via: Bytes) -> io::Result<Upstreams> {
+        let tls = TlsClients::from_config(&config)?;
+        let routes = config.routes.iter().enumerate();
+        let routes = routes
+            .map(|(i, route)| RouteOrigins::new(i, route, &tls))
+            .collect::<io::Result<_>>()?;
+        Ok(Upstreams {
             pool: Pool::start(config.timeouts.origin_idle, config.timeouts.connect),
             resolver: Resolver::from_system(),
-            routes: config.routes.iter().map(RouteOrigins::new).collect(),
+            routes,
+            tls,
             via,
             config,
-        }
+        })
     }
 
     /// The origins `owned` stands for.
     pub fn origins<'a>(&'a self, owned: &'a OwnedOrigins) -> Origins<'a> {
         match owned {
             OwnedOrigins::Route(i) => Origins::Route(&self.routes[*i]),
-            OwnedOrigins::Host(host, port) => Origins::Host { host, port: *port },
+            OwnedOrigins::Host(host, port, tls) => Origins::Host {
+                host,
+                port: *port,
+                tls: *tls,
+            },
             OwnedOrigins::Diverted(d) => Origins::Diverted(d),
         }
     }
@@ -48,7 +62,9 @@ impl Upstreams {
             Origins::Route(r) => {
                 OwnedOrigins::Route(self.routes.iter().position(|s| std::ptr::eq(s, *r))?)
             }
-            Origins::Host { host, port } => OwnedOrigins::Host((*host).to_owned(), *port),
+            Origins::Host { host, port, tls } => {
+                OwnedOrigins::Host((*host).to_owned(), *port, *tls)
+            }
             Origins::Diverted(d) => OwnedOrigins::Diverted(**d),
         })
     }
@@ -57,11 +73,15 @@ impl Upstreams {
     /// host, with the authority of the route's origin it reached (for `host_header = "origin"`).
     pub async fn obtain(&self, origins: &Origins<'_>) -> io::Result<(OriginConn, Option<Bytes>)> {
         match origins {
-            Origins::Host { host, port } => {
+            Origins::Host { host, port, tls } => {
+                let tls = tls.then(|| self.tls.for_host(host)).transpose()?;
                 let addrs = self.resolver.resolve(host, *port).await?;
-                Ok((self.pool.get(&addrs, None).await?, None))
+                Ok((self.pool.get(&addrs, None, tls.as_ref()).await?, None))
             }
-            Origins::Diverted(d) => Ok((self.pool.get(&[d.dst], d.spoof_from).await?, None)),
+            Origins::Diverted(d) => {
+                let conn = self.pool.get(&[d.dst], d.spoof_from, None).await?;
+                Ok((conn, None))
+            }
             Origins::Route(route) => {
                 let n = route.origins.len();
                 let start = route.start();
@@ -77,7 +97,11 @@ impl Upstreams {
                             continue;
                         }
                     };
-                    match self.pool.get(addrs.as_slice(), None).await {
+                    match self
+                        .pool
+                        .get(addrs.as_slice(), None, origin.tls.as_ref())
+                        .await
+                    {
                         Ok(c) => return Ok((c, Some(origin.authority.clone()))),
                         Err(e) => last = Some(e),
                     }
@@ -87,5 +111,17 @@ impl Upstreams {
                 }))
             }
         }
+    }
+
+    /// A new connection made like `key`'s (the same address, source and TLS): the one retry
+    /// of a request that a reused connection failed (RFC 9112 §9.3.1).
+    pub async fn reconnect(&self, key: &OriginKey) -> io::Result<OriginConn> {
+        let tls = match &key.server_name {
+            None => None,
+            Some(name) => Some(self.tls.target(key.tls_client, name)?),
+        };
+        self.pool
+            .connect(&[key.addr], key.source, tls.as_ref())
+            .await
     }
 }

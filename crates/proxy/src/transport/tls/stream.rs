@@ -4,7 +4,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsStream;
 
@@ -41,6 +41,24 @@ impl TlsConn {
         match &self.stream {
             TlsStream::Server(s) => s.get_ref().1.alpn_protocol(),
             TlsStream::Client(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
+
+    /// Whether this idle connection can carry another request. What arrived while it was idle
+    /// is read through rustls without blocking: records that are not data (TLS 1.3
+    /// NewSessionTicket, KeyUpdate; RFC 8446 §4.6) are processed and leave it usable, while
+    /// data (a protocol error by the peer, RFC 9112 §9.3), close_notify, the end of the
+    /// stream or a TLS error make it unusable.
+    pub fn idle_usable(&mut self) -> bool {
+        match &mut self.stream {
+            TlsStream::Client(s) => {
+                let (tcp, session) = s.get_mut();
+                settle_idle(tcp, session)
+            }
+            TlsStream::Server(s) => {
+                let (tcp, session) = s.get_mut();
+                settle_idle(tcp, session)
+            }
         }
     }
 
@@ -104,4 +122,28 @@ impl AsyncWrite for TlsConn {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
+}
+
+/// Reads what the socket holds into `session` without waiting and processes it; see
+/// [`TlsConn::idle_usable`].
+fn settle_idle<D>(tcp: &TcpStream, session: &mut rustls::ConnectionCommon<D>) -> bool {
+    let socket = socket2::SockRef::from(tcp);
+    loop {
+        // Read only when tokio saw the socket readable (`try_io`): a quiet connection costs no
+        // syscall, and a read that would block clears tokio's readiness.
+        let read = tcp.try_io(Interest::READABLE, || {
+            let mut reader: &socket2::Socket = &socket;
+            session.read_tls(&mut reader)
+        });
+        match read {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(_) => return false,
+        }
+    }
+    matches!(
+        session.process_new_packets(),
+        Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed()
+    )
 }

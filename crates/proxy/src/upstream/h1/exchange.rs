@@ -179,8 +179,7 @@ async fn exchange<'s>(
                 retried = true;
                 obuf.clear();
                 origin = ups
-                    .pool
-                    .connect(&[origin.addr()], origin.key.source)
+                    .reconnect(&origin.key)
                     .await
                     .map_err(|e| FetchError::Unreachable(e.kind()))?;
             }
