@@ -10,11 +10,13 @@
 //! - `exchange`: one stream's `Responder` and `Downstream`; `heads`: response heads;
 //!   `send`: content within flow control; `tunnel`: CONNECT (RFC 9113 §8.5);
 //! - `rewound`: the connection with the bytes an h1 session read before it saw the h2c
-//!   preface put back in front.
+//!   preface put back in front; `meter`: the budget for frames that ask for nothing (PING,
+//!   SETTINGS and PRIORITY floods end the connection).
 
 mod checks;
 mod exchange;
 mod heads;
+mod meter;
 mod request;
 mod rewound;
 mod send;

@@ -1,25 +1,33 @@
 //! A client connection with bytes already read off it put back in front: the h1 session reads
 //! the start of a prior-knowledge h2c connection (RFC 9113 §3.3) before it knows the
 //! connection is not HTTP/1.1, and the HTTP/2 server must still read the whole preface.
+//! Everything the client sends passes the [`ControlMeter`] on its way to the h2 crate.
 
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
 
+use super::meter::{ControlMeter, Flood, BUDGET, WINDOW};
 use crate::transport::Conn;
 
 /// `early` is read first, then the connection; writes go straight to the connection.
 pub struct Rewound {
     early: Bytes,
     conn: Conn,
+    meter: ControlMeter,
 }
 
 impl Rewound {
     pub fn new(early: Bytes, conn: Conn) -> Rewound {
-        Rewound { early, conn }
+        Rewound {
+            early,
+            conn,
+            meter: ControlMeter::new(),
+        }
     }
 }
 
@@ -30,12 +38,26 @@ impl AsyncRead for Rewound {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let before = buf.filled().len();
         if this.early.is_empty() {
-            return Pin::new(&mut this.conn).poll_read(cx, buf);
+            ready!(Pin::new(&mut this.conn).poll_read(cx, buf))?;
+        } else {
+            let n = this.early.len().min(buf.remaining());
+            buf.put_slice(&this.early[..n]);
+            this.early.advance(n);
         }
-        let n = this.early.len().min(buf.remaining());
-        buf.put_slice(&this.early[..n]);
-        this.early.advance(n);
+        let read = &buf.filled()[before..];
+        if this.meter.scan(read, Instant::now()) == Err(Flood) {
+            tracing::warn!(
+                peer = ?this.conn.peer_addr().ok(),
+                "HTTP/2 client closed: more than {BUDGET} PING, SETTINGS or PRIORITY frames \
+                 within {WINDOW:?} (RFC 9113 §10.5)"
+            );
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "HTTP/2 control frame flood",
+            )));
+        }
         Poll::Ready(Ok(()))
     }
 }
