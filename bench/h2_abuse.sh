@@ -7,10 +7,14 @@
 # (e2e/scripts/h2_attacks.py, CPU 0 too: there is no third core) repeats one attack for the
 # whole window: Rapid Reset (HEADERS+RST_STREAM, CVE-2023-44487), a CONTINUATION flood, PING
 # and SETTINGS floods, streams past MAX_CONCURRENT_STREAMS, a zero-window slow reader. Each
-# row gives the good client's p99 against the quiet baseline, Sepia's peak RSS, and what the
-# attacker's last run saw (GOAWAY, closed).
+# row gives the good client's p99 against a quiet window, Sepia's peak RSS, how many
+# connections the attacker made (it reconnects whenever Sepia closes it), and what its last
+# one saw (GOAWAY, closed).
 #
-#   bench/h2_abuse.sh [--duration S] [--sepia-bin PATH]
+# Each attacked window is paired with a quiet one just before it; REPS pairs per attack,
+# interleaved; medians and the per-pair ratios are printed.
+#
+#   bench/h2_abuse.sh [--duration S] [--reps N] [--sepia-bin PATH]
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +22,7 @@ ROOT=$(dirname "$BENCH_DIR")
 RUN=${BENCH_RUN:-$BENCH_DIR/run}/h2-abuse
 PORT_BASE=28400
 DURATION=8
+REPS=3
 SEPIA_BIN=""
 ATTACKS=(rapid-reset continuation ping settings stream-limit slow-reader)
 
@@ -27,8 +32,9 @@ source "$BENCH_DIR/lib/targets.sh"
 while (($#)); do
     case $1 in
         --duration) DURATION=$2; shift ;;
+        --reps) REPS=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
-        -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "h2_abuse.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -83,33 +89,45 @@ window() {
     echo "$p99 $peak ${failed:-?}"
 }
 
-read -r base_p99 base_rss base_failed <<< "$(window baseline)"
-log "baseline: p99 $base_p99 ms, peak RSS $base_rss B, $base_failed failed"
-printf '| attack | good client p99 ms | × baseline | failed | Sepia peak RSS MiB | attacker runs | last run |\n'
-printf '|---|---:|---:|---:|---:|---:|---|\n'
-printf '| none | %s | 1.00 | %s | %.1f | | |\n' "$base_p99" "$base_failed" "$(echo "$base_rss / 1048576" | bc -l)"
-for attack in "${ATTACKS[@]}"; do
-    arg=()
-    case $attack in
-        ping | settings) arg=(3) ;;
-        stream-limit) arg=(/1m) ;;
-        slow-reader) arg=(/1m) ;;
-    esac
-    (
-        runs=0
-        end=$((SECONDS + DURATION))
-        while ((SECONDS < end)); do
-            taskset -c "$LOAD_CPU" /usr/bin/python3 "$ROOT/e2e/scripts/h2_attacks.py" 127.0.0.1 "$PORT" \
-                "$attack" "${arg[@]}" > "$RUN/out/$attack.last.json" 2>> "$RUN/out/$attack.err"
-            runs=$((runs + 1))
-            echo "$runs" > "$RUN/out/$attack.runs"
-        done
-    ) &
-    attacker=$!
-    read -r p99 rss failed <<< "$(window "$attack")"
-    wait "$attacker"
-    ratio=$(python3 -c 'import sys; b, p = map(float, sys.argv[1:3]); print(f"{p / b:.2f}" if b else "")' "$base_p99" "$p99")
-    printf '| %s | %s | %s | %s | %.1f | %s | `%s` |\n' "$attack" "$p99" "$ratio" "$failed" \
-        "$(echo "$rss / 1048576" | bc -l)" "$(cat "$RUN/out/$attack.runs" 2> /dev/null)" \
-        "$(tr -d '\n' < "$RUN/out/$attack.last.json" 2> /dev/null | cut -c1-120)"
+# Each attack window is paired with a quiet window just before it, and the pairs repeat REPS
+# times, interleaved: the p99 of one 8 s window on a shared core varies by 2x from run to run.
+for ((rep = 1; rep <= REPS; rep++)); do
+    for attack in "${ATTACKS[@]}"; do
+        arg=()
+        case $attack in
+            ping | settings) arg=(3) ;;
+            stream-limit | slow-reader) arg=(/1m) ;;
+        esac
+        read -r q99 qrss qfailed <<< "$(window "quiet-$attack-$rep")"
+        # One process repeats the attack for the window (H2_ATTACK_REPEAT_SECONDS).
+        H2_ATTACK_REPEAT_SECONDS=$DURATION taskset -c "$LOAD_CPU" /usr/bin/python3 \
+            "$ROOT/e2e/scripts/h2_attacks.py" 127.0.0.1 "$PORT" "$attack" "${arg[@]}" \
+            > "$RUN/out/$attack.$rep.json" 2> "$RUN/out/$attack.$rep.err" &
+        attacker=$!
+        read -r p99 rss failed <<< "$(window "$attack-$rep")"
+        wait "$attacker"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$attack" "$rep" "$q99" "$p99" "$((qfailed + failed))" \
+            "$rss" "$RUN/out/$attack.$rep.json" >> "$RUN/samples.tsv"
+        log "  $attack rep $rep: quiet p99 $q99 ms, attacked p99 $p99 ms, peak RSS $rss B"
+    done
 done
+
+python3 - "$RUN/samples.tsv" << 'PY'
+import json, statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+print("| attack | quiet p99 ms | attacked p99 ms | attacked ÷ quiet (per pair) | failed | Sepia peak RSS MiB | attacker connections | the attacker's last run |")
+print("|---|---:|---:|---|---:|---:|---:|---|")
+for attack in dict.fromkeys(r[0] for r in rows):
+    mine = [r for r in rows if r[0] == attack]
+    quiet = [float(r[2]) for r in mine]
+    hit = [float(r[3]) for r in mine]
+    ratios = [h / q for q, h in zip(quiet, hit) if q]
+    last = json.load(open(mine[-1][6]))
+    runs = last.pop("runs", 1)
+    outcome = "closed" if last.get("closed") else "not closed"
+    if last.get("goaway"):
+        outcome += f", GOAWAY {last['goaway']}"
+    print(f"| {attack} | {statistics.median(quiet):.2f} | {statistics.median(hit):.2f} | "
+          f"{statistics.median(ratios):.2f} ({', '.join(f'{x:.2f}' for x in ratios)}) | "
+          f"{sum(int(r[4]) for r in mine)} | {max(int(r[5]) for r in mine) / 1048576:.1f} | {runs} | {outcome} |")
+PY
