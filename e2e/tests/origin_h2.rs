@@ -167,7 +167,16 @@ fn an_origin_speaking_only_http1_still_works() {
     assert_eq!(first.text(), "GET /one");
     get(&sepia, "/two").assert_status(200);
     upload(&sepia, 100_000, false);
-    let entries = lab.nginx.wait_for_entries(3);
+    // A burst after the origin declined h2 goes to HTTP/1.1 connections side by side.
+    let threads: Vec<_> = (0..8)
+        .map(|i| format!("{}/delay/200?n={i}", sepia.url()))
+        .map(|url| std::thread::spawn(move || curl(&[&url])))
+        .collect();
+    for t in threads {
+        t.join().unwrap().assert_status(200);
+    }
+    let entries = lab.nginx.wait_for_entries(11);
+    assert_eq!(entries.len(), 11, "{entries:?}");
     assert_eq!(
         protocols(&entries),
         BTreeSet::from(["HTTP/1.1".to_string()])

@@ -115,6 +115,29 @@ pub enum Reached {
     H2(H2Stream),
 }
 
+/// What [`H2Conns::at_hand`] found.
+enum AtHand {
+    Reached(Reached),
+    /// The origin declines h2 and no idle HTTP/1.1 connection is left: open one (without
+    /// waiting for the turn to open h2 connections).
+    OpenH1,
+}
+
+impl AtHand {
+    async fn resolve(
+        self,
+        conns: &H2Conns,
+        pool: &Pool,
+        addrs: &[SocketAddr],
+        tls: Option<&TlsTarget>,
+    ) -> io::Result<Reached> {
+        match self {
+            AtHand::Reached(r) => Ok(r),
+            AtHand::OpenH1 => conns.open(pool, addrs, tls).await,
+        }
+    }
+}
+
 /// What the pool has for a key.
 enum Found {
     Stream(H2Stream),
@@ -152,30 +175,43 @@ impl H2Conns {
         addrs: &[SocketAddr],
         tls: Option<&TlsTarget>,
     ) -> io::Result<Reached> {
-        let key = |addr| OriginKey::new(addr, None, tls).speaking(Protocol::H2);
+        if let Some(reached) = self.at_hand(pool, addrs, tls) {
+            return reached.resolve(self, pool, addrs, tls).await;
+        }
+        let Some(&first) = addrs.first() else {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "no address"));
+        };
+        let opening = self.opening(&OriginKey::new(first, None, tls).speaking(Protocol::H2));
+        let turn = opening.lock().await;
+        // Whoever held the turn before may have opened a connection with room, or learnt
+        // that the origin declines h2.
+        if let Some(reached) = self.at_hand(pool, addrs, tls) {
+            drop(turn);
+            return reached.resolve(self, pool, addrs, tls).await;
+        }
+        self.open(pool, addrs, tls).await
+    }
+
+    /// What the pools hold for one of `addrs` without opening anything.
+    fn at_hand(
+        &self,
+        pool: &Pool,
+        addrs: &[SocketAddr],
+        tls: Option<&TlsTarget>,
+    ) -> Option<AtHand> {
         for &addr in addrs {
-            match self.find(&key(addr)) {
-                Found::Stream(s) => return Ok(Reached::H2(s)),
-                Found::Declined => match pool.checkout(&OriginKey::new(addr, None, tls)) {
-                    Some(conn) => return Ok(Reached::H1(conn)),
-                    None => return self.open(pool, addrs, tls).await,
-                },
+            match self.find(&OriginKey::new(addr, None, tls).speaking(Protocol::H2)) {
+                Found::Stream(s) => return Some(AtHand::Reached(Reached::H2(s))),
+                Found::Declined => {
+                    return Some(match pool.checkout(&OriginKey::new(addr, None, tls)) {
+                        Some(conn) => AtHand::Reached(Reached::H1(conn)),
+                        None => AtHand::OpenH1,
+                    })
+                }
                 Found::Nothing => {}
             }
         }
-        let first = addrs.first().copied().map(key);
-        let Some(first) = first else {
-            return Err(io::Error::new(io::ErrorKind::NotFound, "no address"));
-        };
-        let opening = self.opening(&first);
-        let _turn = opening.lock().await;
-        // Whoever held the turn before may have opened a connection with room.
-        for &addr in addrs {
-            if let Found::Stream(s) = self.find(&key(addr)) {
-                return Ok(Reached::H2(s));
-            }
-        }
-        self.open(pool, addrs, tls).await
+        None
     }
 
     /// A new connection to `key`'s origin, never a shared one: the retry of a request that a
