@@ -218,3 +218,182 @@ fn fetched<'s>(
     };
     Ok(Fetched::over_h2(ups, obuf, resp, body, length))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use bytes::BytesMut;
+    use sepia_config::Config;
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::model::{Method, ResponseView, Trailers};
+    use crate::upstream::h2::conns::Reached;
+
+    /// A client whose content is `pieces`, then the end.
+    struct Client(Vec<Bytes>);
+
+    impl Downstream for Client {
+        fn awaits_continue(&self) -> bool {
+            false
+        }
+
+        async fn body_next(&mut self) -> Result<BodyPiece, BodyError> {
+            Ok(match self.0.pop() {
+                Some(piece) => BodyPiece::Data(piece),
+                None => BodyPiece::End(Trailers::default()),
+            })
+        }
+
+        async fn interim(&mut self, _head: &impl ResponseView) -> Result<(), crate::model::Gone> {
+            Ok(())
+        }
+
+        async fn gone(&mut self) {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// What the test origin does with a request.
+    #[derive(Clone, Copy)]
+    enum Behaviour {
+        /// REFUSED_STREAM for every stream of the first connection, then answers.
+        RefuseFirstConnection,
+        /// Answers `received N` (the length of the content) and a trailer.
+        Answer,
+        /// Sends part of the body, then resets the stream.
+        CutShort,
+    }
+
+    /// An h2c origin; counts connections.
+    async fn origin(behaviour: Behaviour) -> (SocketAddr, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let nth = count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(serve(tcp, behaviour, nth));
+            }
+        });
+        (addr, accepted)
+    }
+
+    async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, nth: usize) {
+        let mut conn = h2::server::handshake(tcp).await.unwrap();
+        while let Some(Ok((request, mut respond))) = conn.accept().await {
+            if matches!(behaviour, Behaviour::RefuseFirstConnection) && nth == 0 {
+                respond.send_reset(Reason::REFUSED_STREAM);
+                continue;
+            }
+            tokio::spawn(async move {
+                let mut body = request.into_body();
+                let mut received = 0;
+                while let Some(Ok(data)) = body.data().await {
+                    received += data.len();
+                    let _ = body.flow_control().release_capacity(data.len());
+                }
+                let mut out = respond
+                    .send_response(http::Response::new(()), false)
+                    .unwrap();
+                out.send_data(Bytes::from(format!("received {received}")), false)
+                    .unwrap();
+                if matches!(behaviour, Behaviour::CutShort) {
+                    // After the head and the first piece have arrived.
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    out.send_reset(Reason::INTERNAL_ERROR);
+                    return;
+                }
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("x-checksum", http::HeaderValue::from_static("abc"));
+                out.send_trailers(trailers).unwrap();
+            });
+        }
+    }
+
+    fn upstreams(addr: SocketAddr) -> Upstreams {
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:1\"\nmode = \"reverse\"\n\n\
+             [[route]]\nhost = \"*\"\norigins = [\"http://{addr}\"]\nhttp2 = true\n"
+        );
+        let config = Config::from_toml_str(&text, "t.toml").unwrap();
+        Upstreams::new(Arc::new(config), Bytes::from_static(b"1.1 sepia")).unwrap()
+    }
+
+    /// Sends `method /` with `content` to `addr` and reads the whole response.
+    async fn exchange(
+        addr: SocketAddr,
+        method: Method,
+        content: Vec<Bytes>,
+    ) -> Result<(u16, Vec<u8>, Option<Trailers>), FetchError> {
+        let ups = upstreams(addr);
+        let Reached::H2(stream) = ups.h2.reach(&ups.pool, &[addr], None).await.unwrap() else {
+            panic!("h2c is spoken with prior knowledge");
+        };
+        let mut scratch = Scratch::default();
+        let length: usize = content.iter().map(Bytes::len).sum();
+        scratch.head = BytesMut::from(&b"POST / HTTP/1.1\r\nHost: origin.test\r\n\r\n"[..]);
+        let body = if length > 0 {
+            BodyLength::Unknown
+        } else {
+            BodyLength::None
+        };
+        let sending = Sending {
+            method,
+            body,
+            coded_ok: true,
+        };
+        let mut client = Client(content);
+        let mut fetched = fetch(&ups, stream, sending, &mut client, &mut scratch).await?;
+        let status = fetched.head().status();
+        let mut received = Vec::new();
+        loop {
+            match fetched.next_body().await {
+                Ok(BodyPiece::Data(d)) => received.extend_from_slice(&d),
+                Ok(BodyPiece::End(t)) => return Ok((status, received, Some(t))),
+                Err(_) => return Ok((status, received, None)),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn content_is_streamed_and_trailers_come_back() {
+        let (addr, _) = origin(Behaviour::Answer).await;
+        let pieces = vec![Bytes::from(vec![7u8; 300_000]), Bytes::from(vec![1u8; 5])];
+        let (status, body, trailers) = exchange(addr, Method::Post, pieces).await.unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"received 300005"[..]));
+        let trailers = trailers.expect("a complete body");
+        assert_eq!(
+            trailers.iter().collect::<Vec<_>>(),
+            [(&b"x-checksum"[..], &b"abc"[..])]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_stream_is_sent_again_on_a_new_connection() {
+        let (addr, accepted) = origin(Behaviour::RefuseFirstConnection).await;
+        let (status, body, _) = exchange(addr, Method::Get, Vec::new()).await.unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"received 0"[..]));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refused_stream_with_content_is_not_sent_again() {
+        let (addr, accepted) = origin(Behaviour::RefuseFirstConnection).await;
+        let failed = exchange(addr, Method::Post, vec![Bytes::from_static(b"x")]).await;
+        assert!(failed.is_err());
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_reset_stream_is_a_failed_body_never_an_end() {
+        let (addr, _) = origin(Behaviour::CutShort).await;
+        let (status, _, trailers) = exchange(addr, Method::Get, Vec::new()).await.unwrap();
+        assert_eq!(status, 200);
+        assert!(trailers.is_none(), "the body must not end cleanly");
+    }
+}
