@@ -262,6 +262,9 @@ mod tests {
     enum Behaviour {
         /// REFUSED_STREAM for every stream of the first connection, then answers.
         RefuseFirstConnection,
+        /// GOAWAY with last stream id 0 on the first connection (nothing processed), then
+        /// answers.
+        GoAwayFirstConnection,
         /// Answers `received N` (the length of the content) and a trailer.
         Answer,
         /// Sends part of the body, then resets the stream.
@@ -285,6 +288,11 @@ mod tests {
 
     async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, nth: usize) {
         let mut conn = h2::server::handshake(tcp).await.unwrap();
+        if matches!(behaviour, Behaviour::GoAwayFirstConnection) && nth == 0 {
+            conn.abrupt_shutdown(Reason::NO_ERROR);
+            while conn.accept().await.is_some() {}
+            return;
+        }
         while let Some(Ok((request, mut respond))) = conn.accept().await {
             if matches!(behaviour, Behaviour::RefuseFirstConnection) && nth == 0 {
                 respond.send_reset(Reason::REFUSED_STREAM);
@@ -376,6 +384,14 @@ mod tests {
     #[tokio::test]
     async fn a_refused_stream_is_sent_again_on_a_new_connection() {
         let (addr, accepted) = origin(Behaviour::RefuseFirstConnection).await;
+        let (status, body, _) = exchange(addr, Method::Get, Vec::new()).await.unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"received 0"[..]));
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_left_unprocessed_by_goaway_is_sent_again() {
+        let (addr, accepted) = origin(Behaviour::GoAwayFirstConnection).await;
         let (status, body, _) = exchange(addr, Method::Get, Vec::new()).await.unwrap();
         assert_eq!((status, body.as_slice()), (200, &b"received 0"[..]));
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
