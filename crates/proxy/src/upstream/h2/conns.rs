@@ -420,6 +420,7 @@ mod tests {
         assert_eq!(first.conn.state.streams.load(Ordering::SeqCst), 2);
         drop((first, second));
         let again = stream(&conns, &pool, addr).await;
+        round_trip(&again).await;
         assert_eq!(again.conn.state.streams.load(Ordering::SeqCst), 1);
         assert_eq!(
             accepted.load(Ordering::SeqCst),
@@ -438,6 +439,27 @@ mod tests {
         let second = stream(&conns, &pool, addr).await;
         round_trip(&second).await;
         assert_eq!(conns.conn_count(), 2);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_connection_idle_for_origin_idle_is_closed() {
+        let (addr, accepted) = origin(100).await;
+        let idle = Duration::from_millis(200);
+        let (pool, conns) = (
+            Pool::start(idle, Duration::from_secs(2)),
+            H2Conns::start(idle, Duration::from_secs(2)),
+        );
+        let first = stream(&conns, &pool, addr).await;
+        round_trip(&first).await;
+        let state = first.conn.state.clone();
+        drop(first);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(conns.conn_count(), 0, "the sweeper dropped it");
+        // With no handle left, the connection ends (GOAWAY and close).
+        assert!(state.closed.load(Ordering::Acquire));
+        let again = stream(&conns, &pool, addr).await;
+        round_trip(&again).await;
         assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 
