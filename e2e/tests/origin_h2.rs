@@ -218,3 +218,36 @@ fn h2c_with_prior_knowledge_to_a_plain_origin() {
     let connections: BTreeSet<u64> = entries.iter().map(|e| e.connection).collect();
     assert_eq!(connections.len(), 1, "{entries:?}");
 }
+
+#[test]
+fn revalidations_go_over_h2_in_the_foreground_and_the_background() {
+    let lab = lab();
+    let sepia = tls_route(&lab, lab.nginx.h2.port(), true);
+    // Foreground: a stale copy is revalidated with If-None-Match; the origin's 304 refreshes it.
+    let first = get(&sepia, "/revalidate/h2");
+    first.assert_status(200);
+    assert_eq!(first.header("x-version").as_deref(), Some("1"));
+    // A background refresh (stale-while-revalidate) is a prepared request on its own.
+    let swr = "/cc/max-age=1,stale-while-revalidate=60/swr";
+    get(&sepia, swr).assert_status(200);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let refreshed = get(&sepia, "/revalidate/h2");
+    refreshed.assert_status(200);
+    assert_eq!(refreshed.header("x-version").as_deref(), Some("2"));
+    assert_eq!(refreshed.body, first.body);
+    let stale = get(&sepia, swr);
+    stale.assert_status(200);
+    let status = stale.header("cache-status").unwrap_or_default();
+    assert!(status.contains("stale-while-revalidate"), "{status}");
+    let entries = lab.nginx.wait_for_entries(4);
+    assert_eq!(entries.len(), 4, "{entries:?}");
+    assert_eq!(
+        protocols(&entries),
+        BTreeSet::from(["HTTP/2.0".to_string()])
+    );
+    let revalidated = entries
+        .iter()
+        .any(|e| e.uri == "/revalidate/h2" && e.status == 304);
+    assert!(revalidated, "{entries:?}");
+    assert_eq!(lab.origin.request_count(), 4);
+}
