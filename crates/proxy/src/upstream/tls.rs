@@ -238,6 +238,25 @@ mod tests {
     }
 
     #[test]
+    fn an_http2_route_offers_h2_in_its_own_configuration() {
+        let pki = TestPki::new(&["a.test"]);
+        let ca = pki.path("ca.pem");
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\n\
+             [[route]]\nhost = \"a\"\norigins = [\"https://a.test\"]\ntls_ca = \"{ca}\"\n\n\
+             [[route]]\nhost = \"b\"\norigins = [\"https://a.test\"]\ntls_ca = \"{ca}\"\n\
+             http2 = true\n",
+            ca = ca.display()
+        );
+        let config = Config::from_toml_str(&text, "t.toml").unwrap();
+        let clients = TlsClients::from_config(&config).unwrap();
+        assert_eq!(clients.routes, [Some(0), Some(1)]);
+        let alpn = |i: usize| clients.configs[i].alpn_protocols.clone();
+        assert_eq!(alpn(0), [b"http/1.1".to_vec()]);
+        assert_eq!(alpn(1), [b"h2".to_vec(), b"http/1.1".to_vec()]);
+    }
+
+    #[test]
     fn ip_literals_are_names_without_sni() {
         let pki = TestPki::new(&["a.test"]);
         let config = routes_config(pki.path("ca.pem").to_str().unwrap());
