@@ -101,6 +101,7 @@ impl Config {
             tls_ca: None,
             tls_server_name: None,
             tls_insecure_skip_verify: None,
+            http2: false,
         };
         Config::quick(listen, Mode::Reverse, workers, Some(route), tls)
     }

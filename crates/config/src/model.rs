@@ -312,6 +312,10 @@ pub struct Route {
     /// `tls_ca`, `tls_server_name`, `tls_insecure_skip_verify`: how the route's `https://`
     /// origins are verified.
     pub tls: OriginTls,
+    /// `http2`: speak HTTP/2 to the route's origins. An `https://` origin is offered ALPN
+    /// `h2, http/1.1` and spoken to in the protocol it picks (RFC 9113 §3.2); an `http://`
+    /// origin is spoken to in HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3).
+    pub http2: bool,
 }
 
 /// `[access_log] path`.

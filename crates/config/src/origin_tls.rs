@@ -154,6 +154,14 @@ mod tests {
     }
 
     #[test]
+    fn http2_is_off_unless_the_route_asks() {
+        let config = load("", "\"https://a\"").unwrap();
+        assert!(!config.routes[0].http2);
+        let config = load("http2 = true\n", "\"https://a\", \"http://b\"").unwrap();
+        assert!(config.routes[0].http2);
+    }
+
+    #[test]
     fn every_key() {
         let config = load(
             "tls_ca = \"/etc/sepia/ca.pem\"\ntls_server_name = \"Internal.Example\"\n",

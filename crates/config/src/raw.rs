@@ -337,6 +337,9 @@ pub(crate) struct RawRoute {
     pub tls_server_name: Option<Spanned<Parsed<crate::origin_tls::TlsServerName>>>,
     #[serde(default)]
     pub tls_insecure_skip_verify: Option<Spanned<bool>>,
+    /// Speak HTTP/2 to the route's origins where they can (`Route::http2`).
+    #[serde(default)]
+    pub http2: bool,
 }
 
 #[derive(Deserialize, Debug)]

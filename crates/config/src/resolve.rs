@@ -256,6 +256,7 @@ fn resolve_routes(
             origins,
             host_header: raw.host_header.0,
             tls,
+            http2: raw.http2,
         });
     }
     Ok(routes)

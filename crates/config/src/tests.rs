@@ -175,6 +175,7 @@ fn full_file_sets_every_key() {
             ],
             host_header: HostHeader::Origin,
             tls: Default::default(),
+            http2: false,
         }
     );
     assert_eq!(
@@ -304,6 +305,10 @@ fn errors_name_file_line_and_key() {
             format!("{LISTENER}\nspoof_client = false\n"),
             "t.toml:5: key 'listen[0].spoof_client': spoof_client applies only to a listener \
              with mode = \"tproxy\"",
+        ),
+        (
+            format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"https://a\"]\nhttp2 = \"yes\"\n"),
+            "t.toml:7: key 'route[0].http2': invalid type: string \"yes\", expected a boolean",
         ),
         (
             format!("{LISTENER}\nh2c = \"yes\"\n"),

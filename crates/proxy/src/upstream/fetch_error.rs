@@ -21,6 +21,8 @@ pub enum FetchError {
     /// The origin's response is valid but cannot be passed on to this client; the text says
     /// why. Nothing was sent to the client, whose connection stays usable.
     Unrelayable(&'static str),
+    /// The request cannot be expressed in HTTP/2 (RFC 9113 §8.3) for an origin spoken to in it.
+    Untranslatable,
     /// The origin did not answer within `origin_first_byte`.
     TimedOut,
     /// The client's content was framed wrongly.
@@ -65,6 +67,10 @@ impl FetchError {
                 "the origin server closed the connection without answering",
             ),
             FetchError::Invalid => (502, "the origin server sent an invalid response"),
+            FetchError::Untranslatable => (
+                502,
+                "the request cannot be sent to the origin server over HTTP/2",
+            ),
             FetchError::TimedOut => (504, "the origin server did not answer in time"),
             FetchError::ClientFraming => (400, "invalid chunked request body"),
             FetchError::ClientGone => return Outcome::client_gone(ResultCode::TcpMissAborted),

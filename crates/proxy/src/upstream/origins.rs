@@ -41,6 +41,8 @@ pub enum OwnedOrigins {
 pub struct RouteOrigins {
     next: AtomicUsize,
     pub origins: Vec<OriginAddress>,
+    /// `http2 = true`: its origins are spoken to in HTTP/2 where they can.
+    pub http2: bool,
 }
 
 impl RouteOrigins {
@@ -53,6 +55,7 @@ impl RouteOrigins {
         Ok(RouteOrigins {
             next: AtomicUsize::new(0),
             origins: origins.collect::<io::Result<_>>()?,
+            http2: route.http2,
         })
     }
 

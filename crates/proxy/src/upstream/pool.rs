@@ -28,6 +28,8 @@ const MAX_IDLE_PER_ORIGIN: usize = 256;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Protocol {
     Http1,
+    /// HTTP/2 (RFC 9113): a connection shared by many requests at once (`super::h2`).
+    H2,
 }
 
 /// What an idle connection must match to carry a request.
@@ -56,6 +58,11 @@ impl OriginKey {
             tls_client: 0,
             protocol: Protocol::Http1,
         }
+    }
+
+    /// The same origin, spoken to in `protocol`.
+    pub fn speaking(self, protocol: Protocol) -> OriginKey {
+        OriginKey { protocol, ..self }
     }
 
     /// An HTTP/1.1 connection to `addr`, over TLS when `tls` says so.
@@ -92,7 +99,7 @@ impl OriginConn {
 /// names they ask for: foldhash under a random seed (an attacker cannot compute collisions
 /// without it) instead of SipHash, whose two passes over the key per request were 1 % of a
 /// miss's instructions (callgrind).
-type PoolHasher = foldhash::fast::RandomState;
+pub(super) type PoolHasher = foldhash::fast::RandomState;
 
 struct Idle {
     conn: Conn,
@@ -103,7 +110,7 @@ struct Idle {
 /// The monotonic clock at the kernel's tick resolution (a few milliseconds): a plain memory
 /// read in the vDSO, where the precise clock reads and scales the TSC. Idle timeouts are
 /// seconds; every pooled exchange read the clock twice.
-fn coarse_now() -> Duration {
+pub(super) fn coarse_now() -> Duration {
     use nix::time::{clock_gettime, ClockId};
     clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).map_or(Duration::ZERO, Duration::from)
 }
@@ -128,7 +135,7 @@ impl Pool {
     }
 
     /// An idle connection matching `key` that still looks open, if the pool has one.
-    fn checkout(&self, key: &OriginKey) -> Option<OriginConn> {
+    pub(super) fn checkout(&self, key: &OriginKey) -> Option<OriginConn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.get_mut(key)?;
         let now = coarse_now();

@@ -34,6 +34,10 @@ enum Setting {
     Anything,
 }
 
+/// A configuration is built per trust setting and per ALPN offer: a route with `http2`
+/// offers `h2, http/1.1`, the others `http/1.1` only.
+type Offer = (Setting, bool);
+
 /// Every client configuration the origin side uses.
 pub struct TlsClients {
     configs: Vec<Arc<ClientConfig>>,
@@ -68,14 +72,14 @@ impl TlsClients {
                 (None, false) => Setting::System,
             };
             let id = built
-                .get(setting)
+                .get((setting, route.http2))
                 .map_err(|e| io::Error::new(e.kind(), format!("route[{i}]: {e}")))?;
             routes.push(Some(id));
         }
         let system = if config.listeners.iter().any(|l| l.mode == Mode::Forward) {
             Some(
                 built
-                    .get(Setting::System)
+                    .get((Setting::System, false))
                     .or_else(|_| built.empty_system())?,
             )
         } else {
@@ -133,17 +137,18 @@ impl TlsClients {
 /// The configurations built so far, and the system's roots once loaded.
 #[derive(Default)]
 struct Built {
-    configs: Vec<(Setting, Arc<ClientConfig>)>,
+    configs: Vec<(Offer, Arc<ClientConfig>)>,
     system_roots: Option<RootCertStore>,
 }
 
 impl Built {
     /// The index of `setting`'s configuration, built on first use.
-    fn get(&mut self, setting: Setting) -> io::Result<u16> {
-        if let Some(i) = self.configs.iter().position(|(s, _)| *s == setting) {
+    fn get(&mut self, offer: Offer) -> io::Result<u16> {
+        if let Some(i) = self.configs.iter().position(|(o, _)| *o == offer) {
             return Ok(index(i));
         }
-        let config = match &setting {
+        let (setting, offer_h2) = &offer;
+        let config = match setting {
             Setting::System => {
                 let roots = self.system_roots.get_or_insert_with(client::system_roots);
                 if roots.is_empty() {
@@ -153,12 +158,12 @@ impl Built {
                          set SSL_CERT_FILE, or give the route a tls_ca)",
                     ));
                 }
-                client::client_config(Trust::System(roots))?
+                client::client_config(Trust::System(roots), *offer_h2)?
             }
-            Setting::CaFile(path) => client::client_config(Trust::CaFile(path))?,
-            Setting::Anything => client::client_config(Trust::Anything)?,
+            Setting::CaFile(path) => client::client_config(Trust::CaFile(path), *offer_h2)?,
+            Setting::Anything => client::client_config(Trust::Anything, *offer_h2)?,
         };
-        self.configs.push((setting, config));
+        self.configs.push((offer, config));
         Ok(index(self.configs.len() - 1))
     }
 
@@ -169,8 +174,8 @@ impl Built {
             "no system CA certificates could be loaded: https:// requests through the forward \
              proxy will fail verification (install ca-certificates or set SSL_CERT_FILE)"
         );
-        let config = client::client_config(Trust::System(&RootCertStore::empty()))?;
-        self.configs.push((Setting::System, config));
+        let config = client::client_config(Trust::System(&RootCertStore::empty()), false)?;
+        self.configs.push(((Setting::System, false), config));
         Ok(index(self.configs.len() - 1))
     }
 }
@@ -230,6 +235,25 @@ mod tests {
         let c = target(2, 0).unwrap();
         assert_eq!((&*c.key_name, c.client), ("a.test", 1));
         assert!(target(3, 0).is_none());
+    }
+
+    #[test]
+    fn an_http2_route_offers_h2_in_its_own_configuration() {
+        let pki = TestPki::new(&["a.test"]);
+        let ca = pki.path("ca.pem");
+        let text = format!(
+            "[[listen]]\naddress = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\n\
+             [[route]]\nhost = \"a\"\norigins = [\"https://a.test\"]\ntls_ca = \"{ca}\"\n\n\
+             [[route]]\nhost = \"b\"\norigins = [\"https://a.test\"]\ntls_ca = \"{ca}\"\n\
+             http2 = true\n",
+            ca = ca.display()
+        );
+        let config = Config::from_toml_str(&text, "t.toml").unwrap();
+        let clients = TlsClients::from_config(&config).unwrap();
+        assert_eq!(clients.routes, [Some(0), Some(1)]);
+        let alpn = |i: usize| clients.configs[i].alpn_protocols.clone();
+        assert_eq!(alpn(0), [b"http/1.1".to_vec()]);
+        assert_eq!(alpn(1), [b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sepia_config::Config;
 
+use super::h2::conns::H2Conns;
 use super::origins::{Origins, OwnedOrigins, RouteOrigins};
 use super::pool::{OriginConn, OriginKey, Pool};
 use super::tls::TlsClients;
@@ -15,6 +16,8 @@ use crate::transport::dns::Resolver;
 pub struct Upstreams {
     pub config: Arc<Config>,
     pub pool: Arc<Pool>,
+    /// The shared HTTP/2 connections of `http2` routes.
+    pub h2: Arc<H2Conns>,
     pub resolver: Resolver,
     /// One entry per `config.routes`, same order.
     pub routes: Vec<RouteOrigins>,
@@ -35,6 +38,7 @@ impl Upstreams {
             .collect::<io::Result<_>>()?;
         Ok(Upstreams {
             pool: Pool::start(config.timeouts.origin_idle, config.timeouts.connect),
+            h2: H2Conns::start(config.timeouts.origin_idle, config.timeouts.connect),
             resolver: Resolver::from_system(),
             routes,
             tls,
@@ -120,8 +124,17 @@ impl Upstreams {
             None => None,
             Some(name) => Some(self.tls.target(key.tls_client, name)?),
         };
-        self.pool
+        let conn = self
+            .pool
             .connect(&[key.addr], key.source, tls.as_ref())
-            .await
+            .await?;
+        // An `http2` route's origin that declined h2 may pick it this time (RFC 9113 §3.2):
+        // that connection cannot carry this HTTP/1.1 request.
+        if conn.conn.alpn() == Some(b"h2") {
+            return Err(io::Error::other(
+                "the origin picked h2 for a retry of a request of the other protocol",
+            ));
+        }
+        Ok(conn)
     }
 }

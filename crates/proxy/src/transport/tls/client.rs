@@ -43,9 +43,10 @@ pub fn system_roots() -> RootCertStore {
 }
 
 /// A client configuration: TLS 1.3 and 1.2 with the aws-lc-rs provider's default suites,
-/// ALPN `http/1.1` only (this client speaks HTTP/1.1), rustls' in-memory session cache
-/// (tickets and TLS 1.2 session ids, 256 server names), no client certificate.
-pub fn client_config(trust: Trust<'_>) -> io::Result<Arc<ClientConfig>> {
+/// ALPN `http/1.1` only, or `h2, http/1.1` when `offer_h2` (the origin picks, RFC 9113
+/// §3.2), rustls' in-memory session cache (tickets and TLS 1.2 session ids, 256 server
+/// names), no client certificate.
+pub fn client_config(trust: Trust<'_>, offer_h2: bool) -> io::Result<Arc<ClientConfig>> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -62,7 +63,11 @@ pub fn client_config(trust: Trust<'_>) -> io::Result<Arc<ClientConfig>> {
             .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
             .with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = if offer_h2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     Ok(Arc::new(config))
 }
 
@@ -243,7 +248,7 @@ mod tests {
     }
 
     fn ca_config(pki: &TestPki) -> Arc<ClientConfig> {
-        client_config(Trust::CaFile(&pki.path("ca.pem"))).unwrap()
+        client_config(Trust::CaFile(&pki.path("ca.pem")), false).unwrap()
     }
 
     async fn echo(conn: &mut Conn, text: &[u8]) -> Vec<u8> {
@@ -279,10 +284,10 @@ mod tests {
         let name = server_name("origin.test").unwrap();
         let refused = connect(addr, None, LIMIT, &untrusted, &name).await;
         assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::InvalidData);
-        let no_roots = client_config(Trust::System(&RootCertStore::empty())).unwrap();
+        let no_roots = client_config(Trust::System(&RootCertStore::empty()), false).unwrap();
         assert!(connect(addr, None, LIMIT, &no_roots, &name).await.is_err());
         // Skipping verification accepts any name and any issuer.
-        let anything = client_config(Trust::Anything).unwrap();
+        let anything = client_config(Trust::Anything, false).unwrap();
         let mut conn = connect(addr, None, LIMIT, &anything, &other_name)
             .await
             .unwrap();
@@ -293,10 +298,10 @@ mod tests {
     async fn a_ca_file_that_cannot_be_used_is_named() {
         let pki = TestPki::new(&["origin.test"]);
         let missing = pki.path("missing.pem");
-        let err = client_config(Trust::CaFile(&missing)).unwrap_err();
+        let err = client_config(Trust::CaFile(&missing), false).unwrap_err();
         assert!(err.to_string().contains("missing.pem"), "{err}");
         let key_only = pki.path("server.key");
-        let err = client_config(Trust::CaFile(&key_only)).unwrap_err();
+        let err = client_config(Trust::CaFile(&key_only), false).unwrap_err();
         assert!(err.to_string().contains("server.key"), "{err}");
     }
 

@@ -18,11 +18,11 @@ use crate::h1::fields::H1Fields;
 use crate::h1::views;
 use crate::model::{
     BodyError, BodyLength, BodyPiece, ClientInfo, Downstream, Method, RequestView, ResponseView,
-    Scheme, Version,
+    Scheme,
 };
 use crate::transport::io::{read_by_deadline, write_parts_within};
 use crate::upstream::fetch_error::FetchError;
-use crate::upstream::origins::Origins;
+use crate::upstream::h2::body::H2Body;
 use crate::upstream::pool::OriginConn;
 use crate::upstream::request::{Conditionals, Upstream};
 use crate::upstream::upstreams::Upstreams;
@@ -34,9 +34,9 @@ const ORIGIN_READ_ROOM: usize = 16 * 1024;
 /// made for one background revalidation): the head sent, the bytes read, the response head.
 #[derive(Default)]
 pub struct Scratch {
-    head: BytesMut,
-    obuf: BytesMut,
-    resp: ResponseHead,
+    pub(in crate::upstream) head: BytesMut,
+    pub(in crate::upstream) obuf: BytesMut,
+    pub(in crate::upstream) resp: ResponseHead,
 }
 
 impl Scratch {
@@ -56,31 +56,6 @@ pub struct OriginRequest<'a, R> {
     pub client_scheme: Scheme,
 }
 
-/// Sends the request (its content pulled from `client`) and reads the final response head.
-pub async fn fetch<'s, R: RequestView, D: Downstream>(
-    ups: &'s Upstreams,
-    request: OriginRequest<'_, R>,
-    client: &mut D,
-    scratch: &'s mut Scratch,
-) -> Result<Fetched<'s>, FetchError> {
-    let up = request.upstream;
-    let (origin, picked) = ups
-        .obtain(&up.origins)
-        .await
-        .map_err(|e| FetchError::Unreachable(e.kind()))?;
-    scratch.head.clear();
-    let host = up.host.or(picked.as_deref()).unwrap_or_default();
-    build_head(&mut scratch.head, ups, &request, host);
-    let sending = Sending {
-        method: request.req.method(),
-        body: request.req.body(),
-        // RFC 9112 §6.1: "A server MUST NOT send a response containing Transfer-Encoding
-        // unless the corresponding request indicates HTTP/1.1 (or later minor revisions)."
-        coded_ok: request.req.version() == Version::Http11,
-    };
-    exchange(ups, origin, sending, client, scratch).await
-}
-
 /// The head of a request that will be sent later, without the client (a background
 /// revalidation): built now, while the request is at hand.
 pub fn prepare(
@@ -94,7 +69,7 @@ pub fn prepare(
 }
 
 /// Appends the head `request` is sent with, under the Host value `host`, to `out`.
-fn build_head<R: RequestView>(
+pub(in crate::upstream) fn build_head<R: RequestView>(
     out: &mut BytesMut,
     ups: &Upstreams,
     request: &OriginRequest<'_, R>,
@@ -112,44 +87,20 @@ fn build_head<R: RequestView>(
     request_head::build(out, request.req, &parts);
 }
 
-/// Sends a prepared GET (no content) to `origins` and reads the final response head.
-pub async fn fetch_prepared<'s>(
-    ups: &'s Upstreams,
-    origins: &Origins<'_>,
-    head: &Bytes,
-    client: &mut impl Downstream,
-    scratch: &'s mut Scratch,
-) -> Result<Fetched<'s>, FetchError> {
-    let (origin, _) = ups
-        .obtain(origins)
-        .await
-        .map_err(|e| FetchError::Unreachable(e.kind()))?;
-    scratch.head.clear();
-    scratch.head.extend_from_slice(head);
-    let sending = Sending {
-        method: Method::Get,
-        body: BodyLength::None,
-        // Nobody receives it: a background revalidation only stores, which a transfer-coded
-        // body never is (`end_is_certain`).
-        coded_ok: true,
-    };
-    exchange(ups, origin, sending, client, scratch).await
-}
-
 /// What the request sent on an exchange is, for the retry and framing decisions.
 #[derive(Clone, Copy)]
-struct Sending {
-    method: Method,
-    body: BodyLength,
+pub(in crate::upstream) struct Sending {
+    pub method: Method,
+    pub body: BodyLength,
     /// Whoever the response goes to can receive a body under a transfer coding other than
     /// chunked, with the Transfer-Encoding that names it: an HTTP/1.1 client.
-    coded_ok: bool,
+    pub coded_ok: bool,
 }
 
 impl Sending {
     /// Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent,
     /// and with no content already consumed from the client.
-    fn retryable(self) -> bool {
+    pub fn retryable(self) -> bool {
         self.body == BodyLength::None
             && !matches!(self.method, Method::Post | Method::Patch | Method::Other)
     }
@@ -157,7 +108,7 @@ impl Sending {
 
 /// Sends the head in `scratch.head` on `origin` and reads the response head, once more on a
 /// fresh connection when a reused one turns out closed.
-async fn exchange<'s>(
+pub(in crate::upstream) async fn exchange<'s>(
     ups: &'s Upstreams,
     mut origin: OriginConn,
     sending: Sending,
@@ -217,6 +168,7 @@ fn fetched<'s>(
         body: BodyDecoder::new(framing),
         pool_rule: resp.reusable(sending.method),
         origin: Some(origin),
+        h2: None,
         ups,
         obuf,
         resp,
@@ -328,6 +280,8 @@ async fn read_head(
 /// read to the end, and nothing more was received. Dropped without it, the connection closes.
 pub struct Fetched<'s> {
     origin: Option<OriginConn>,
+    /// The body of a response received over HTTP/2, in place of `origin` and `body`.
+    h2: Option<Box<H2Body>>,
     ups: &'s Upstreams,
     obuf: &'s mut BytesMut,
     resp: &'s ResponseHead,
@@ -364,6 +318,9 @@ impl Fetched<'_> {
 
     /// The next piece of the body.
     pub async fn next_body(&mut self) -> Result<BodyPiece, BodyReadError> {
+        if let Some(body) = self.h2.as_mut() {
+            return body.next().await;
+        }
         let Some(origin) = self.origin.as_mut() else {
             return Err(BodyReadError::Closed);
         };
@@ -375,7 +332,31 @@ impl Fetched<'_> {
     }
 }
 
-impl Fetched<'_> {
+impl<'s> Fetched<'s> {
+    /// A response received over HTTP/2 (RFC 9113 §8.1): its end is END_STREAM, always
+    /// certain; its stream is cancelled if dropped before that end, and the connection it
+    /// shares is never the caller's to keep.
+    pub(in crate::upstream) fn over_h2(
+        ups: &'s Upstreams,
+        obuf: &'s mut BytesMut,
+        resp: &'s ResponseHead,
+        body: H2Body,
+        length: BodyLength,
+    ) -> Fetched<'s> {
+        Fetched {
+            origin_ip: body.origin_ip(),
+            origin: None,
+            h2: Some(Box::new(body)),
+            ups,
+            obuf,
+            resp,
+            body: BodyDecoder::new(BodyFraming::Empty),
+            length,
+            end_is_certain: true,
+            pool_rule: false,
+        }
+    }
+
     /// Done with the response: its connection goes back to the pool if it may carry another
     /// request (RFC 9112 §9.3), else it closes.
     pub fn release(mut self) {

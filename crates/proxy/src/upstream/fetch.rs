@@ -1,0 +1,112 @@
+//! The one seam the pipeline fetches through ([`fetch`], [`fetch_prepared`]): where the
+//! request goes ([`reach`]: an HTTP/1.1 connection, or for a route with `http2` a stream of a
+//! shared HTTP/2 connection where the origin speaks h2), then the exchange of that protocol.
+
+use std::io;
+
+use bytes::Bytes;
+
+use super::fetch_error::FetchError;
+use super::h1::exchange::{self, Fetched, OriginRequest, Scratch, Sending};
+use super::h2;
+use super::h2::conns::Reached;
+use super::origins::{Origins, RouteOrigins};
+use super::upstreams::Upstreams;
+use crate::model::{BodyLength, Downstream, Method, RequestView, Version};
+
+/// Sends the request (its content pulled from `client`) and reads the final response head.
+pub async fn fetch<'s, R: RequestView, D: Downstream>(
+    ups: &'s Upstreams,
+    request: OriginRequest<'_, R>,
+    client: &mut D,
+    scratch: &'s mut Scratch,
+) -> Result<Fetched<'s>, FetchError> {
+    let up = request.upstream;
+    let (reached, picked) = reach(ups, &up.origins)
+        .await
+        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+    scratch.head.clear();
+    let host = up.host.or(picked.as_deref()).unwrap_or_default();
+    exchange::build_head(&mut scratch.head, ups, &request, host);
+    let sending = Sending {
+        method: request.req.method(),
+        body: request.req.body(),
+        // RFC 9112 §6.1: "A server MUST NOT send a response containing Transfer-Encoding
+        // unless the corresponding request indicates HTTP/1.1 (or later minor revisions)."
+        coded_ok: request.req.version() == Version::Http11,
+    };
+    match reached {
+        Reached::H1(origin) => exchange::exchange(ups, origin, sending, client, scratch).await,
+        // Boxed: the h2 exchange's state stays out of every HTTP/1.1 request's future.
+        Reached::H2(stream) => {
+            Box::pin(h2::exchange::fetch(ups, stream, sending, client, scratch)).await
+        }
+    }
+}
+
+/// Sends a prepared GET (no content) to `origins` and reads the final response head.
+pub async fn fetch_prepared<'s>(
+    ups: &'s Upstreams,
+    origins: &Origins<'_>,
+    head: &Bytes,
+    client: &mut impl Downstream,
+    scratch: &'s mut Scratch,
+) -> Result<Fetched<'s>, FetchError> {
+    let (reached, _) = reach(ups, origins)
+        .await
+        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+    scratch.head.clear();
+    scratch.head.extend_from_slice(head);
+    let sending = Sending {
+        method: Method::Get,
+        body: BodyLength::None,
+        // Nobody receives it: a background revalidation only stores, which a transfer-coded
+        // body never is (`end_is_certain`).
+        coded_ok: true,
+    };
+    match reached {
+        Reached::H1(origin) => exchange::exchange(ups, origin, sending, client, scratch).await,
+        Reached::H2(stream) => {
+            Box::pin(h2::exchange::fetch(ups, stream, sending, client, scratch)).await
+        }
+    }
+}
+
+/// Where a request goes: a connection from [`Upstreams::obtain`], or for a route with
+/// `http2` a stream of a shared HTTP/2 connection where the origin speaks h2.
+pub async fn reach(ups: &Upstreams, origins: &Origins<'_>) -> io::Result<(Reached, Option<Bytes>)> {
+    match origins {
+        // Boxed: the h2 connection set's state stays out of HTTP/1.1 requests' futures.
+        Origins::Route(route) if route.http2 => Box::pin(reach_http2(ups, route)).await,
+        _ => {
+            let (conn, picked) = ups.obtain(origins).await?;
+            Ok((Reached::H1(conn), picked))
+        }
+    }
+}
+
+/// [`Upstreams::obtain`] for an `http2` route: the same failover, through the h2 set.
+async fn reach_http2(
+    ups: &Upstreams,
+    route: &RouteOrigins,
+) -> io::Result<(Reached, Option<Bytes>)> {
+    let n = route.origins.len();
+    let start = route.start();
+    let mut last = None;
+    for i in 0..n {
+        let origin = &route.origins[(start + i) % n];
+        let reached = match origin.addrs(&ups.resolver).await {
+            Ok(addrs) => {
+                ups.h2
+                    .reach(&ups.pool, addrs.as_slice(), origin.tls.as_ref())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match reached {
+            Ok(r) => return Ok((r, Some(origin.authority.clone()))),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "route without origins")))
+}
