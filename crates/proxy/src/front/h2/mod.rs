@@ -9,17 +9,17 @@
 //! - `checks`: what is refused before anything is forwarded (the h2→h1 downgrade class);
 //! - `exchange`: one stream's `Responder` and `Downstream`; `heads`: response heads;
 //!   `send`: content within flow control; `tunnel`: CONNECT (RFC 9113 §8.5);
-//! - `rewound`: the connection with the bytes an h1 session read before it saw the h2c
-//!   preface put back in front.
+//! - `wire`: the connection as the h2 crate sees it: the bytes an h1 session read before it
+//!   saw the h2c preface put back in front, and its writes gathered into one per poll.
 
 mod checks;
 mod exchange;
 mod heads;
 mod request;
-mod rewound;
 mod send;
 mod session;
 mod tunnel;
+mod wire;
 
 pub use session::{serve, serve_h2c};
 

@@ -2,16 +2,21 @@
 //! socket, one task per stream running the same pipeline as an h1 request, and the limits
 //! that keep one connection's memory and work bounded whatever its client sends.
 //!
-//! One task per stream rather than a `FuturesUnordered` polled by the connection's task:
-//! streams then run on every worker (an h1 client's requests would, over as many
-//! connections), one stream's CPU work does not delay the others' frames, and the
-//! connection's task stays a small loop that only accepts, counts and closes. A `JoinSet`
-//! holds them; when the connection ends, the streams left are detached, not cancelled: each
-//! sees its client gone (sends fail, `Downstream::gone` completes), stops its origin work
-//! and still writes its access log line, as an h1 request whose client left does.
+//! A stream is polled first on the connection's task and gets a task of its own only when
+//! it must wait (see [`poll_once`]): a hit then costs no spawn, and the responses of a batch
+//! of hits leave together. Streams that wait run on their own tasks rather than in a
+//! `FuturesUnordered` polled by the connection's task: they then run on every worker (an h1
+//! client's requests would, over as many connections), and one stream's CPU work does not
+//! delay the others' frames. A `JoinSet` holds them; when the connection ends, the streams
+//! left are detached, not cancelled: each sees its client gone (sends fail,
+//! `Downstream::gone` completes), stops its origin work and still writes its access log
+//! line, as an h1 request whose client left does.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,7 +29,7 @@ use tokio::time::Instant;
 use super::checks;
 use super::exchange::H2Exchange;
 use super::request::H2Request;
-use super::rewound::Rewound;
+use super::wire::{sending, Sender, Wire};
 use crate::front::Listener;
 use crate::model::{ClientInfo, Outcome};
 use crate::pipeline::{self, Buffers, ConnInfo};
@@ -69,8 +74,14 @@ pub async fn serve(
     listener: Listener,
     shutdown: Arc<Shutdown>,
 ) {
-    let io = Rewound::new(Bytes::new(), conn);
-    run(state, io, peer, listener, shutdown).await;
+    run(
+        state,
+        Wire::new(Bytes::new(), conn),
+        peer,
+        listener,
+        shutdown,
+    )
+    .await;
 }
 
 /// [`serve`] for a plain connection whose first bytes, `early`, were already read by the h1
@@ -83,13 +94,12 @@ pub async fn serve_h2c(
     listener: Listener,
     shutdown: Arc<Shutdown>,
 ) {
-    let io = Rewound::new(early, conn);
-    run(state, io, peer, listener, shutdown).await;
+    run(state, Wire::new(early, conn), peer, listener, shutdown).await;
 }
 
 async fn run(
     state: Arc<State>,
-    io: Rewound,
+    (io, sender): (Wire, Sender),
     peer: SocketAddr,
     listener: Listener,
     shutdown: Arc<Shutdown>,
@@ -103,13 +113,23 @@ async fn run(
         listener: listener.index,
     });
     // The preface and the client's SETTINGS must come as promptly as a request head would.
-    let handshake = builder(&state).handshake(io);
-    let conn = match tokio::time::timeout(state.config.timeouts.request_head, handshake).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => return tracing::debug!("h2 handshake failed: {e}"),
-        Err(_) => return tracing::debug!("h2 handshake timed out"),
+    // In a block of its own: once done, the handshake's space in this future is free for the
+    // session's (the future is what an idle connection holds).
+    let conn = {
+        let handshake = pin!(builder(&state).handshake(io));
+        let limit = state.config.timeouts.request_head;
+        match tokio::time::timeout(limit, sending(handshake, &sender)).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return tracing::debug!("h2 handshake failed: {e}"),
+            Err(_) => return tracing::debug!("h2 handshake timed out"),
+        }
     };
-    drive(conn, &state, &info, &shutdown).await;
+    let mut streams = JoinSet::new();
+    {
+        let session = pin!(accept_streams(conn, &mut streams, &state, &info, &shutdown));
+        sending(session, &sender).await;
+    }
+    streams.detach_all();
 }
 
 /// The server side's settings and limits, all explicit rather than the crate's defaults.
@@ -132,20 +152,8 @@ fn builder(state: &State) -> Builder {
 /// `client_idle` is told to go away (GOAWAY, RFC 9113 §6.8), as is every connection when
 /// shutdown begins; its open streams finish first. Control frames alone (PING, SETTINGS)
 /// do not keep a connection from being idle.
-async fn drive(
-    conn: Connection<Rewound, Bytes>,
-    state: &Arc<State>,
-    info: &Arc<ConnInfo>,
-    shutdown: &Shutdown,
-) {
-    let mut streams = JoinSet::new();
-    accept_streams(conn, &mut streams, state, info, shutdown).await;
-    streams.detach_all();
-}
-
-/// The connection's loop (see [`drive`]).
 async fn accept_streams(
-    mut conn: Connection<Rewound, Bytes>,
+    mut conn: Connection<Wire, Bytes>,
     streams: &mut JoinSet<()>,
     state: &Arc<State>,
     info: &Arc<ConnInfo>,
@@ -174,7 +182,10 @@ async fn accept_streams(
                         }
                         continue;
                     }
-                    streams.spawn(serve_stream(state.clone(), info.clone(), req, respond));
+                    let mut stream = Box::pin(serve_stream(state.clone(), info.clone(), req, respond));
+                    if poll_once(stream.as_mut()).await.is_pending() {
+                        streams.spawn(stream);
+                    }
                 }
                 Some(Err(e)) => return tracing::debug!("h2 connection error: {e}"),
                 None => return,
@@ -205,6 +216,14 @@ async fn accept_streams(
             }
         }
     }
+}
+
+/// Polls `fut` once. A stream is first polled on the connection's task: a hit is answered
+/// there whole, its frames go out with the batch (see `wire`), and costs no task; a stream
+/// that must wait (an origin, the client's window) moves to a task of its own, where its next
+/// poll registers that task's waker in place of the connection's.
+async fn poll_once<F: Future + ?Sized>(mut fut: Pin<&mut F>) -> Poll<F::Output> {
+    std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await
 }
 
 /// One stream: the request refused when it would be dangerous forwarded (see `checks`),
