@@ -168,6 +168,10 @@ async fn accept_streams(
     if closing {
         conn.graceful_shutdown();
     }
+    // When the last stream answered on this task ended: such streams never join `streams`,
+    // so the idle timer learns of them when it fires (one clock read per stream, not a
+    // timer reset).
+    let mut served_at: Option<Instant> = None;
     loop {
         tokio::select! {
             accepted = conn.accept() => match accepted {
@@ -185,6 +189,8 @@ async fn accept_streams(
                     let mut stream = Box::pin(serve_stream(state.clone(), info.clone(), req, respond));
                     if poll_once(stream.as_mut()).await.is_pending() {
                         streams.spawn(stream);
+                    } else {
+                        served_at = Some(Instant::now());
                     }
                 }
                 Some(Err(e)) => return tracing::debug!("h2 connection error: {e}"),
@@ -199,6 +205,12 @@ async fn accept_streams(
                 }
             }
             () = &mut idle, if streams.is_empty() => {
+                // Idle (or the close grace) counts from the last stream answered inline.
+                let wait = if closing { CLOSE_GRACE } else { idle_limit };
+                if let Some(at) = served_at.take().filter(|&at| at + wait > Instant::now()) {
+                    idle.as_mut().reset(at + wait);
+                    continue;
+                }
                 if closing {
                     // Told to go away, no stream left, still not closed: a client that
                     // does not read (or never acknowledges the GOAWAY's PING).
