@@ -12,9 +12,10 @@
 //! with 1 KiB each was 32 records and 32 system calls. Here writes are copied into a staging
 //! buffer and a flush is a promise kept when the task's poll ends: [`Sender::poll_send`]
 //! writes the whole batch at once (one `sendmsg`, records of up to 16 KiB), or sooner when
-//! the staged bytes reach [`STAGE_LIMIT`]. The buffer is released once written, so an idle
-//! connection holds none.
+//! the staged bytes reach [`STAGE_LIMIT`]. The buffer is the worker thread's, given back once
+//! written, so an idle connection holds none.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -83,15 +84,47 @@ impl Wire {
         }
         let n: usize = bufs.iter().map(|b| b.len()).sum();
         if shared.out.capacity() == 0 {
-            // All the room at once: growing it copied the batch again (jemalloc's realloc was
-            // 600 instructions per 1 KiB response in a batch of 32).
-            shared.out.reserve(n.max(STAGE_LIMIT));
+            shared.out = take_stage(n);
         }
         for buf in bufs {
             shared.out.extend_from_slice(buf);
         }
         Poll::Ready(Ok(n))
     }
+}
+
+thread_local! {
+    /// The staging buffer of the worker thread, lent to a connection from its first write of
+    /// a poll until the batch is sent (most batches leave within the poll that wrote them). A
+    /// buffer per connection was a 64 KiB allocation and release per batch, and the large
+    /// extents it freed were carved for other connections' buffers, pages already touched.
+    static STAGE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer to stage `n` bytes in, empty: the worker's if it is free, else a new one with all
+/// the room at once (growing it copied the batch again: jemalloc's realloc was 600
+/// instructions per 1 KiB response in a batch of 32).
+fn take_stage(n: usize) -> Vec<u8> {
+    let lent = STAGE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if lent.capacity() >= n {
+        return lent;
+    }
+    Vec::with_capacity(n.max(STAGE_LIMIT))
+}
+
+/// A staging buffer whose bytes were sent: kept as the worker's if it has none (and it is not
+/// one grown far past the limit by a single large write), else released.
+fn give_back_stage(mut out: Vec<u8>) {
+    if out.capacity() > 2 * STAGE_LIMIT {
+        return;
+    }
+    out.clear();
+    STAGE.with(|s| {
+        let mut spare = s.borrow_mut();
+        if spare.capacity() == 0 {
+            *spare = out;
+        }
+    });
 }
 
 impl Sender {
@@ -134,7 +167,7 @@ impl Shared {
             }
         }
         if self.out.capacity() > 0 {
-            self.out = Vec::new();
+            give_back_stage(std::mem::take(&mut self.out));
             self.written = 0;
         }
         if self.unflushed {
