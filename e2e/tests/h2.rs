@@ -225,6 +225,30 @@ fn h2load_many_concurrent_streams() {
     assert!(text.contains("status codes: 4000 2xx"), "{text}");
 }
 
+#[test]
+fn a_connection_answering_hits_is_not_idle() {
+    // Hits are answered on the connection's own task, never as a task of their own: they
+    // must still count as activity, or a busy connection would be told to go away after
+    // `client_idle`. Two hits a second for twice the idle limit, on one connection.
+    let (_origin, sepia) = h2c_proxy("");
+    let url = format!("{}/cacheable/busy", sepia.url());
+    assert_eq!(h2(&url, &[]).status, 200);
+    let seconds = (2 * CLIENT_IDLE).to_string();
+    let out = Command::new("h2load")
+        .args(["-c", "1", "-m", "1", "--rps", "2", "-D", &seconds, &url])
+        .output()
+        .expect("run h2load (Debian nghttp2-client)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let done: u64 = text
+        .split(" started, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(done >= 2 * 2 * CLIENT_IDLE - 2, "{text}");
+    assert!(text.contains("succeeded, 0 failed"), "{text}");
+}
+
 /// Runs `h2_attacks.py MODE ARG` against `sepia` in the background.
 fn attack(sepia: &Sepia, mode: &str, arg: &str) -> Child {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/h2_attacks.py");

@@ -1,6 +1,6 @@
 //! What the store keeps beside a response's bytes.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use sepia_cache_policy::{Piece, StoredMeta};
@@ -19,6 +19,16 @@ pub struct Entry {
     /// stored body is: stored under its own key ([`super::piece_key`]), so that only the code
     /// that answers ranges from pieces ever finds it.
     pub piece: Option<Piece>,
+    /// The stored fields as an HTTP/2 front end sends them, built by the first HTTP/2 hit and
+    /// cloned by the next ones (see `front/h2/heads.rs`); never built for an HTTP/1.1-only
+    /// object.
+    pub h2_fields: OnceLock<FieldMap>,
+}
+
+/// Stored fields in the `http` crate's map, and the bytes of their names and values.
+pub struct FieldMap {
+    pub map: http::HeaderMap,
+    pub bytes: u64,
 }
 
 impl Entry {
@@ -29,6 +39,7 @@ impl Entry {
             content_type: layout.content_type(head),
             layout,
             piece: None,
+            h2_fields: OnceLock::new(),
         }
     }
 

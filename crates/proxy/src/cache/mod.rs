@@ -14,7 +14,7 @@ use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
 use sepia_config::{CacheConfig, Listener};
 use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
 
-pub use entry::Meta;
+pub use entry::{FieldMap, Meta};
 pub use publish::{
     freshened, publish_combined, publish_response, republish, stored_body, Publishing, StoringBody,
 };

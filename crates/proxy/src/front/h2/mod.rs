@@ -9,19 +9,20 @@
 //! - `checks`: what is refused before anything is forwarded (the h2→h1 downgrade class);
 //! - `exchange`: one stream's `Responder` and `Downstream`; `heads`: response heads;
 //!   `send`: content within flow control; `tunnel`: CONNECT (RFC 9113 §8.5);
-//! - `rewound`: the connection with the bytes an h1 session read before it saw the h2c
-//!   preface put back in front; `meter`: the budget for frames that ask for nothing (PING,
-//!   SETTINGS and PRIORITY floods end the connection).
+//! - `wire`: the connection as the h2 crate sees it: the bytes an h1 session read before it
+//!   saw the h2c preface put back in front, and its writes gathered into one per poll;
+//!   `meter`: the budget for frames that ask for nothing (PING, SETTINGS and PRIORITY floods
+//!   end the connection).
 
 mod checks;
 mod exchange;
 mod heads;
 mod meter;
 mod request;
-mod rewound;
 mod send;
 mod session;
 mod tunnel;
+mod wire;
 
 pub use session::{serve, serve_h2c};
 
