@@ -33,7 +33,7 @@ command -v testssl >/dev/null || need_pkgs+=(testssl.sh)
 command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
 /usr/bin/python3 -c 'import h2, hyperframe' 2>/dev/null || need_pkgs+=(python3-h2)
 # HTTP/2 to origins (e2e/tests/origin_h2.rs): nginx serves h2 over TLS and h2c.
-command -v nginx >/dev/null || need_pkgs+=(nginx)
+[[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null || need_pkgs+=(nginx)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

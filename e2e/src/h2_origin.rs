@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -90,7 +91,13 @@ impl NginxOrigin {
             .replace("@H1@", &h1);
         let conf = dir.path().join("nginx.conf");
         fs::write(&conf, config).expect("write nginx.conf");
-        let child = Command::new("nginx")
+        // Debian puts nginx in /usr/sbin, which is not on every user's PATH.
+        let nginx = if Path::new("/usr/sbin/nginx").exists() {
+            "/usr/sbin/nginx"
+        } else {
+            "nginx"
+        };
+        let child = Command::new(nginx)
             .args(["-p", &path, "-e", &format!("{path}/error.log"), "-c"])
             .arg(&conf)
             .stdout(Stdio::null())
