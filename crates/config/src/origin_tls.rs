@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use crate::error::ConfigError;
 use crate::raw::RawRoute;
-use crate::values::ConfigValue;
+use crate::values::{is_dns_name, ConfigValue};
 
 /// How a route's `https://` origins are verified (RFC 9110 §4.2.2, §4.3.4).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -37,18 +37,7 @@ impl ConfigValue for TlsServerName {
         if bare.parse::<IpAddr>().is_ok() {
             return Ok(TlsServerName(bare.to_string()));
         }
-        let valid = !text.is_empty()
-            && text.len() <= 253
-            && text.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            });
-        if valid {
+        if is_dns_name(text) {
             Ok(TlsServerName(text.to_ascii_lowercase()))
         } else {
             Err(format!(

@@ -12,7 +12,7 @@ use toml::Spanned;
 use crate::error::ConfigError;
 use crate::model::Mode;
 use crate::raw::Parsed;
-use crate::values::{ConfigValue, Timeout};
+use crate::values::{is_dns_name, ConfigValue, Timeout};
 
 /// `[listen.tls]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -102,18 +102,7 @@ pub(crate) struct ServerNamePattern(pub String);
 impl ConfigValue for ServerNamePattern {
     fn parse_value(text: &str) -> Result<Self, String> {
         let name = text.strip_prefix("*.").unwrap_or(text);
-        let labels_ok = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|label| {
-                !label.is_empty()
-                    && label.len() <= 63
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            });
-        if labels_ok {
+        if is_dns_name(name) && !name.bytes().any(|b| b.is_ascii_uppercase()) {
             Ok(ServerNamePattern(text.to_string()))
         } else {
             Err(format!(

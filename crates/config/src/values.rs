@@ -288,6 +288,23 @@ impl ConfigValue for HostHeader {
     }
 }
 
+/// Whether `text` is a DNS name as TLS names servers (RFC 1123 §2.1 labels of letters, digits
+/// and inner hyphens, RFC 6066 §3): a listener certificate's names and an origin's
+/// `tls_server_name`. Stricter than a route's host, which admits `_`.
+pub(crate) fn is_dns_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 253
+        && text.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 /// Whether `text` is an RFC 9110 token (§5.6.2): what field names and Via's pseudonym are.
 fn is_token(text: &str) -> bool {
     let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);

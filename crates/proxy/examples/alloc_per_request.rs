@@ -10,7 +10,7 @@
 
 use std::alloc::System;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,41 +29,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
-    let origin = start_origin();
-    let listen = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
-    let mut config = Config::quick_reverse(
-        &listen.to_string(),
-        &[format!("http://{origin}")],
-        Some(1),
-        None,
-    )
-    .unwrap();
-    config.access_log.target = LogTarget::Off;
-    // One worker, as the binary runs it (a current-thread runtime), on a thread of its own:
-    // this thread is the client.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .on_thread_park(sepia_proxy::worker_parks)
-        .enable_all()
-        .build()
-        .unwrap();
     let with_log = std::env::args().any(|a| a == "--log");
-    let server = runtime.block_on(async {
-        let log = if with_log {
-            let (log, writer) =
-                AccessLogWriter::spawn(LogSink::File("/dev/null".into()), LogFormat::Squid)
-                    .unwrap();
-            std::mem::forget(writer); // runs until the process exits
-            log
-        } else {
-            AccessLog::disabled()
-        };
-        Server::bind(Arc::new(config), log).unwrap()
-    });
-    std::thread::spawn(move || runtime.block_on(server.run(std::future::pending())));
-    std::thread::sleep(Duration::from_millis(100));
+    let listen = start_sepia(start_origin(), with_log);
 
     let mut client = Client::connect(listen);
     // Warm up: fill the cache, grow every reused buffer, let the runtime settle.
@@ -110,6 +77,44 @@ fn main() {
     }
 }
 
+/// Starts Sepia as an accelerator of `origin` on a thread of its own; returns where it listens.
+fn start_sepia(origin: SocketAddr, with_log: bool) -> SocketAddr {
+    let listen = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut config = Config::quick_reverse(
+        &listen.to_string(),
+        &[format!("http://{origin}")],
+        Some(1),
+        None,
+    )
+    .unwrap();
+    config.access_log.target = LogTarget::Off;
+    // One worker, as the binary runs it (a current-thread runtime), on a thread of its own:
+    // this thread is the client.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .on_thread_park(sepia_proxy::worker_parks)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = runtime.block_on(async {
+        let log = if with_log {
+            let (log, writer) =
+                AccessLogWriter::spawn(LogSink::File("/dev/null".into()), LogFormat::Squid)
+                    .unwrap();
+            std::mem::forget(writer); // runs until the process exits
+            log
+        } else {
+            AccessLog::disabled()
+        };
+        Server::bind(Arc::new(config), log).unwrap()
+    });
+    std::thread::spawn(move || runtime.block_on(server.run(std::future::pending())));
+    std::thread::sleep(Duration::from_millis(100));
+    listen
+}
+
 fn unique(path: &mut [u8; 32], i: usize) -> &[u8] {
     let mut digits = itoa::Buffer::new();
     let d = digits.format(i).as_bytes();
@@ -118,7 +123,7 @@ fn unique(path: &mut [u8; 32], i: usize) -> &[u8] {
 }
 
 /// A keep-alive HTTP/1.1 origin answering every request with the same cacheable 1 KiB body.
-fn start_origin() -> std::net::SocketAddr {
+fn start_origin() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {

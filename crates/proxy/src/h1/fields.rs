@@ -6,7 +6,25 @@ use bytes::Bytes;
 use sepia_cache_policy::Fields;
 use sepia_http1::{HeaderId, HeaderList};
 
-use crate::model::{Field, FieldView};
+use http::HeaderMap;
+
+use crate::model::{Field, FieldView, Trailers};
+
+/// The trailer fields of an HTTP/2 message (the crate's `HeaderMap`) that may go on (RFC 9110
+/// §6.5.1): the one filter both HTTP/2 sides use.
+pub fn received_trailers(map: Option<HeaderMap>) -> Trailers {
+    let Some(map) = map else {
+        return Trailers::default();
+    };
+    let kept = map
+        .iter()
+        .filter(|(n, _)| sepia_http1::allowed_in_trailers(n.as_str().as_bytes()))
+        .map(|(n, v)| {
+            let name = Bytes::copy_from_slice(n.as_str().as_bytes());
+            (name, Bytes::copy_from_slice(v.as_bytes()))
+        });
+    Trailers::new(kept.collect())
+}
 
 /// A head's field lines, borrowed.
 #[derive(Clone, Copy)]

@@ -19,6 +19,7 @@ use super::request::H2Request;
 use super::send::send;
 use super::tunnel::pump;
 use crate::cache::Meta;
+use crate::h1::fields::received_trailers;
 use crate::model::{
     BodyError, BodyLength, BodyPiece, Downstream, Gone, LocalAnswer, RequestView, ResponseView,
     Trailers,
@@ -136,21 +137,6 @@ impl<'s> H2Exchange<'s> {
         }
     }
 
-    /// The trailer fields that may go on (RFC 9110 §6.5.1).
-    fn received_trailers(map: Option<HeaderMap>) -> Trailers {
-        let Some(map) = map else {
-            return Trailers::default();
-        };
-        let kept = map
-            .iter()
-            .filter(|(n, _)| sepia_http1::allowed_in_trailers(n.as_str().as_bytes()))
-            .map(|(n, v)| {
-                let name = Bytes::copy_from_slice(n.as_str().as_bytes());
-                (name, Bytes::copy_from_slice(v.as_bytes()))
-            });
-        Trailers::new(kept.collect())
-    }
-
     /// The request content ended: it must have been as long as declared (RFC 9113 §8.1.1).
     async fn body_end(&mut self) -> Result<BodyPiece, BodyError> {
         if self
@@ -164,7 +150,7 @@ impl<'s> H2Exchange<'s> {
         let trailers = tokio::time::timeout(limit, self.body.trailers()).await;
         self.body_done = true;
         match trailers {
-            Ok(Ok(map)) => Ok(BodyPiece::End(Self::received_trailers(map))),
+            Ok(Ok(map)) => Ok(BodyPiece::End(received_trailers(map))),
             Ok(Err(_)) | Err(_) => Err(BodyError::Gone),
         }
     }

@@ -8,7 +8,7 @@
 //! written as an HTTP/1.1 status line and field lines and parsed by the codec the pipeline
 //! already reads responses through, so every reader of `ResponseView` sees one shape.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Request, StatusCode, Uri};
 use sepia_http1::{
@@ -100,21 +100,6 @@ fn parse_response(
     matches!(decoded, Ok(true)) && buf.is_empty()
 }
 
-/// The trailer fields that may go on (RFC 9110 §6.5.1).
-pub fn received_trailers(map: Option<HeaderMap>) -> Trailers {
-    let Some(map) = map else {
-        return Trailers::default();
-    };
-    let kept = map
-        .iter()
-        .filter(|(n, _)| sepia_http1::allowed_in_trailers(n.as_str().as_bytes()))
-        .map(|(n, v)| {
-            let name = Bytes::copy_from_slice(n.as_str().as_bytes());
-            (name, Bytes::copy_from_slice(v.as_bytes()))
-        });
-    Trailers::new(kept.collect())
-}
-
 /// `trailers` as an HTTP/2 trailer section (RFC 9113 §8.1).
 pub fn trailer_map(trailers: &Trailers) -> HeaderMap {
     let mut map = HeaderMap::new();
@@ -133,6 +118,7 @@ pub fn trailer_map(trailers: &Trailers) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h1::fields::received_trailers;
 
     #[test]
     fn a_request_head_becomes_pseudo_headers_without_connection_fields() {

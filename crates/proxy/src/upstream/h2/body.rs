@@ -9,8 +9,8 @@ use h2::RecvStream;
 
 use super::conns::H2Stream;
 use crate::h1::body::BodyReadError;
+use crate::h1::fields::received_trailers;
 use crate::model::BodyPiece;
-use crate::upstream::h1::for_h2;
 
 /// A response body arriving on an HTTP/2 stream.
 pub struct H2Body {
@@ -45,7 +45,7 @@ impl H2Body {
             }
         }
         match tokio::time::timeout(self.limit, self.recv.trailers()).await {
-            Ok(Ok(map)) => Ok(BodyPiece::End(for_h2::received_trailers(map))),
+            Ok(Ok(map)) => Ok(BodyPiece::End(received_trailers(map))),
             Ok(Err(e)) => Err(BodyReadError::Io(io::Error::other(e))),
             Err(_) => Err(timed_out()),
         }
