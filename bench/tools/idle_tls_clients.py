@@ -2,7 +2,7 @@
 """Open N keep-alive TLS connections to a proxy, send one GET on each and read its response,
 then hold every connection open and idle until SIGTERM (bench/tls.sh's idle cases).
 
-    idle_tls_clients.py --port P --path /1k --n 10000 --ready-file F [--h2]
+    idle_tls_clients.py --port P --path /1k --n 10000 --ready-file F [--h2] [--plain]
 
 With --h2 each connection negotiates h2 by ALPN and its request is one HTTP/2 stream (the
 `h2` package: Debian's python3-h2, so run it with /usr/bin/python3).
@@ -20,9 +20,14 @@ import ssl
 import time
 
 
-def one(ctx, port, request):
+def connect(ctx, port):
+    """A connection to the proxy: TLS unless `ctx` is None (--plain)."""
     raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s = ctx.wrap_socket(raw, server_hostname="localhost")
+    return raw if ctx is None else ctx.wrap_socket(raw, server_hostname="localhost")
+
+
+def one(ctx, port, request):
+    s = connect(ctx, port)
     s.sendall(request)
     buf = b""
     while b"\r\n\r\n" not in buf:
@@ -49,14 +54,13 @@ def one_h2(ctx, port, path):
     import h2.connection
     import h2.events
 
-    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s = ctx.wrap_socket(raw, server_hostname="localhost")
-    if s.selected_alpn_protocol() != "h2":
+    s = connect(ctx, port)
+    if ctx is not None and s.selected_alpn_protocol() != "h2":
         raise OSError("h2 was not negotiated")
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     conn.initiate_connection()
     headers = [(":method", "GET"), (":path", path), (":authority", "localhost"),
-               (":scheme", "https")]
+               (":scheme", "http" if ctx is None else "https")]
     conn.send_headers(1, headers, end_stream=True)
     s.sendall(conn.data_to_send())
     while True:
@@ -79,6 +83,8 @@ def main():
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--ready-file", required=True)
     ap.add_argument("--h2", action="store_true")
+    ap.add_argument("--plain", action="store_true",
+                    help="plain TCP: HTTP/1.1, or with --h2 HTTP/2 with prior knowledge (h2c)")
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -87,6 +93,8 @@ def main():
     ctx.verify_mode = ssl.CERT_NONE
     if args.h2:
         ctx.set_alpn_protocols(["h2"])
+    if args.plain:
+        ctx = None
     request = f"GET {args.path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode()
     started = time.monotonic()
     held, failed = [], 0

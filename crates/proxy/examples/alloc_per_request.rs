@@ -22,7 +22,7 @@ use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-const BODY: usize = 1024;
+mod support;
 
 fn main() {
     let n: usize = std::env::args()
@@ -30,7 +30,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     let with_log = std::env::args().any(|a| a == "--log");
-    let listen = start_sepia(start_origin(), with_log);
+    let listen = start_sepia(support::start_origin(), with_log);
 
     let mut client = Client::connect(listen);
     // Warm up: fill the cache, grow every reused buffer, let the runtime settle.
@@ -120,43 +120,6 @@ fn unique(path: &mut [u8; 32], i: usize) -> &[u8] {
     let d = digits.format(i).as_bytes();
     path[3..3 + d.len()].copy_from_slice(d);
     &path[..3 + d.len()]
-}
-
-/// A keep-alive HTTP/1.1 origin answering every request with the same cacheable 1 KiB body.
-fn start_origin() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || serve_origin(stream));
-        }
-    });
-    addr
-}
-
-fn serve_origin(mut stream: TcpStream) {
-    let mut response = Vec::new();
-    response.extend_from_slice(
-        b"HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\nContent-Type: text/plain\r\n",
-    );
-    response.extend_from_slice(format!("Content-Length: {BODY}\r\n\r\n").as_bytes());
-    response.extend(std::iter::repeat_n(b'x', BODY));
-    let mut buf = [0u8; 8192];
-    let mut have = 0;
-    loop {
-        match stream.read(&mut buf[have..]) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => have += n,
-        }
-        // Requests through the proxy have no body: answer each complete head.
-        while let Some(end) = find(&buf[..have], b"\r\n\r\n") {
-            if stream.write_all(&response).is_err() {
-                return;
-            }
-            buf.copy_within(end + 4..have, 0);
-            have -= end + 4;
-        }
-    }
 }
 
 struct Client {

@@ -205,6 +205,10 @@ impl AsyncRead for Wire {
                 let n = shared.early.len().min(buf.remaining());
                 buf.put_slice(&shared.early[..n]);
                 shared.early.advance(n);
+                if shared.early.is_empty() {
+                    // An empty slice still holds the h1 session's whole read buffer.
+                    shared.early = Bytes::new();
+                }
             }
         }
         if this.meter.scan(&buf.filled()[before..], Instant::now()) == Err(Flood) {
