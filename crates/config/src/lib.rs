@@ -26,13 +26,27 @@ use toml::Spanned;
 
 pub use error::ConfigError;
 pub use model::{
-    AccessLogConfig, AuthBackend, AuthConfig, CacheConfig, Config, Forward, HeaderPolicy,
-    HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode,
-    OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
+    AccessLogConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig, Forward,
+    HeaderPolicy, HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat,
+    LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
 use crate::values::ConfigValue;
+
+/// The quick starts' cache flags (`sepia reverse|forward --cache-memory SIZE --cache-dir PATH
+/// --cache-dir-size SIZE`), as given; [`Config::with_quick_cache`] validates them.
+#[derive(Clone, Debug, Default)]
+pub struct QuickCache {
+    pub memory: Option<String>,
+    pub dir: Option<std::path::PathBuf>,
+    pub dir_size: Option<String>,
+}
+
+impl QuickCache {
+    /// `--cache-dir` without `--cache-dir-size`.
+    pub const DEFAULT_DIR_SIZE: u64 = 1 << 30;
+}
 
 /// The "file" named in errors about command-line values.
 const COMMAND_LINE: &str = "command line";
@@ -114,6 +128,47 @@ impl Config {
         tls: Option<ListenerTls>,
     ) -> Result<Config, ConfigError> {
         Config::quick(listen, Mode::Forward, workers, None, tls)
+    }
+
+    /// The quick starts' cache flags applied to a quick-start configuration: `--cache-memory`
+    /// sets the memory budget (and lowers `max_object` to it when smaller), `--cache-dir` adds
+    /// one disk of `--cache-dir-size` (default 1 GiB). Errors name the flag.
+    pub fn with_quick_cache(mut self, quick: &QuickCache) -> Result<Config, ConfigError> {
+        let size = |flag: &str, value: &str| {
+            values::ByteSize::parse_value(value)
+                .map(|b| b.0)
+                .map_err(|message| ConfigError::new(COMMAND_LINE, Some(flag), message))
+        };
+        if let Some(memory) = &quick.memory {
+            let bytes = size("--cache-memory", memory)?;
+            self.cache.memory_bytes = bytes;
+            self.cache.max_object_bytes = self.cache.max_object_bytes.min(bytes);
+        }
+        if let Some(dir) = &quick.dir {
+            let path = std::path::absolute(dir)
+                .map_err(|e| ConfigError::new(COMMAND_LINE, Some("--cache-dir"), e.to_string()))?;
+            if let Some(why) = resolve::disk_path_problem(&path, std::iter::empty()) {
+                return Err(ConfigError::new(COMMAND_LINE, Some("--cache-dir"), why));
+            }
+            let size_bytes = match &quick.dir_size {
+                Some(s) => size("--cache-dir-size", s)?,
+                None => QuickCache::DEFAULT_DIR_SIZE,
+            };
+            if size_bytes < resolve::MIN_DISK_BYTES {
+                let why = format!("must be at least {} MiB", resolve::MIN_DISK_BYTES >> 20);
+                return Err(ConfigError::new(
+                    COMMAND_LINE,
+                    Some("--cache-dir-size"),
+                    why,
+                ));
+            }
+            self.cache.disks.push(DiskConfig {
+                path,
+                size_bytes,
+                write_budget_per_day: None,
+            });
+        }
+        Ok(self)
     }
 
     /// The defaults plus one listener (and route): built through the same `resolve` as a file

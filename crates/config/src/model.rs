@@ -65,6 +65,19 @@ pub struct CacheConfig {
     pub refresh: Vec<RefreshRule>,
     /// `purge_allow`: client networks allowed to send PURGE.
     pub purge_allow: Vec<ipnet::IpNet>,
+    /// `[[cache.disk]]`: the persistent tiers under the memory store, in the order given.
+    pub disks: Vec<DiskConfig>,
+}
+
+/// One `[[cache.disk]]` table: a directory Sepia owns, holding at most `size_bytes`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiskConfig {
+    /// `path`: the directory (made if missing; its parent must exist).
+    pub path: std::path::PathBuf,
+    /// `size`: bytes on disk the cache may use, everything included.
+    pub size_bytes: u64,
+    /// `write_budget`: bytes per day the cache may write (flash endurance); `None`: no limit.
+    pub write_budget_per_day: Option<u64>,
 }
 
 impl CacheConfig {

@@ -154,6 +154,8 @@ pub(crate) struct RawCache {
     #[serde(deserialize_with = "tables")]
     pub refresh: Vec<RawRefresh>,
     pub purge_allow: Vec<Parsed<ipnet::IpNet>>,
+    #[serde(deserialize_with = "tables")]
+    pub disk: Vec<RawDisk>,
 }
 
 impl Default for RawCache {
@@ -173,8 +175,18 @@ impl Default for RawCache {
                 .filter_map(|net| net.parse().ok())
                 .map(Parsed)
                 .collect(),
+            disk: Vec::new(),
         }
     }
+}
+
+/// `[[cache.disk]]`: a persistent cache directory.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDisk {
+    pub path: Spanned<String>,
+    pub size: Spanned<Parsed<ByteSize>>,
+    pub write_budget: Option<Parsed<ByteSize>>,
 }
 
 /// `[[cache.refresh]]`: a Squid `refresh_pattern`-like heuristic rule.

@@ -6,10 +6,10 @@ use std::collections::HashMap;
 
 use crate::error::ConfigError;
 use crate::model::{
-    AccessLogConfig, CacheConfig, Config, Forward, HeaderPolicy, Limits, Listener, Mode,
-    RefreshRule, Route, Server, Timeouts,
+    AccessLogConfig, CacheConfig, Config, DiskConfig, Forward, HeaderPolicy, Limits, Listener,
+    Mode, RefreshRule, Route, Server, Timeouts,
 };
-use crate::raw::RawFile;
+use crate::raw::{RawCache, RawFile};
 
 /// `file` and `text` only serve to place errors.
 pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, ConfigError> {
@@ -116,7 +116,74 @@ fn resolve_cache(raw: &RawFile, file: &str, text: &str) -> Result<CacheConfig, C
             })
             .collect(),
         purge_allow: c.purge_allow.iter().map(|net| net.0).collect(),
+        disks: resolve_disks(c, file, text)?,
     })
+}
+
+/// The smallest `[[cache.disk]]` size: a few segments of the log-structured store.
+pub const MIN_DISK_BYTES: u64 = 64 << 20;
+
+fn resolve_disks(c: &RawCache, file: &str, text: &str) -> Result<Vec<DiskConfig>, ConfigError> {
+    let mut disks: Vec<DiskConfig> = Vec::new();
+    for (i, d) in c.disk.iter().enumerate() {
+        let at = |span, key: &str, why: String| {
+            ConfigError::at(
+                file,
+                text,
+                Some(span),
+                Some(format!("cache.disk[{i}].{key}")),
+                why,
+            )
+        };
+        let path = std::path::PathBuf::from(d.path.get_ref());
+        let why = disk_path_problem(&path, disks.iter().map(|d| d.path.as_path()));
+        if let Some(why) = why {
+            return Err(at(d.path.span(), "path", why));
+        }
+        let size_bytes = d.size.get_ref().0 .0;
+        if size_bytes < MIN_DISK_BYTES {
+            return Err(at(
+                d.size.span(),
+                "size",
+                format!("must be at least {} MiB", MIN_DISK_BYTES >> 20),
+            ));
+        }
+        disks.push(DiskConfig {
+            path,
+            size_bytes,
+            write_budget_per_day: d.write_budget.as_ref().map(|b| b.0 .0),
+        });
+    }
+    Ok(disks)
+}
+
+/// Why `path` cannot be a cache directory: not absolute, not a directory, no parent to make it
+/// in, or inside (or around) a directory another disk already has.
+pub(crate) fn disk_path_problem<'a>(
+    path: &std::path::Path,
+    others: impl Iterator<Item = &'a std::path::Path>,
+) -> Option<String> {
+    let shown = path.display();
+    if !path.is_absolute() {
+        return Some(format!("\"{shown}\" is not an absolute path"));
+    }
+    for other in others {
+        if path.starts_with(other) || other.starts_with(path) {
+            return Some(format!(
+                "\"{shown}\" overlaps another disk's \"{}\"",
+                other.display()
+            ));
+        }
+    }
+    if path.exists() && !path.is_dir() {
+        return Some(format!("\"{shown}\" is not a directory"));
+    }
+    if !path.exists() && !path.parent().is_some_and(|p| p.is_dir()) {
+        return Some(format!(
+            "\"{shown}\" does not exist and neither does its parent"
+        ));
+    }
+    None
 }
 
 /// `0` means one worker per CPU the process may use.

@@ -656,3 +656,116 @@ fn h2c_is_off_unless_a_listener_asks_for_it() {
     let got: Vec<bool> = config.listeners.iter().map(|l| l.h2c).collect();
     assert_eq!(got, [false, true]);
 }
+
+#[test]
+fn cache_disks_are_validated_with_their_key() {
+    let base = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
+    let parse = |extra: &str| Config::from_toml_str(&format!("{base}{extra}"), "t.toml");
+    let err = |extra: &str| parse(extra).unwrap_err().to_string();
+    assert!(parse("").unwrap().cache.disks.is_empty());
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let two = format!(
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\nwrite_budget = \"100GiB\"\n\
+         [[cache.disk]]\npath = \"{}\"\nsize = \"64MiB\"\n",
+        a.display(),
+        b.display()
+    );
+    let c = parse(&two).unwrap();
+    assert_eq!(c.cache.disks.len(), 2);
+    assert_eq!(c.cache.disks[0].path, a);
+    assert_eq!(c.cache.disks[0].size_bytes, 1 << 30);
+    assert_eq!(c.cache.disks[0].write_budget_per_day, Some(100 << 30));
+    assert_eq!(c.cache.disks[1].write_budget_per_day, None);
+
+    let e = err("[[cache.disk]]\npath = \"relative\"\nsize = \"1GiB\"\n");
+    assert!(
+        e.starts_with("t.toml:5: key 'cache.disk[0].path'") && e.contains("absolute"),
+        "{e}"
+    );
+    let e = err("[[cache.disk]]\npath = \"/nonexistent/x/y\"\nsize = \"1GiB\"\n");
+    assert!(
+        e.contains("cache.disk[0].path") && e.contains("parent"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1MiB\"\n",
+        a.display()
+    ));
+    assert!(
+        e.starts_with("t.toml:6: key 'cache.disk[0].size'") && e.contains("64 MiB"),
+        "{e}"
+    );
+    let e = err(&format!("[[cache.disk]]\npath = \"{}\"\n", a.display()));
+    assert!(e.contains("size"), "{e}");
+    let nested = format!(
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\n[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\n",
+        a.display(),
+        a.join("inner").display()
+    );
+    let e = err(&nested);
+    assert!(
+        e.contains("cache.disk[1].path") && e.contains("overlaps"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\nspeed = 1\n",
+        a.display()
+    ));
+    assert!(e.contains("speed"), "{e}");
+}
+
+#[test]
+fn quick_cache_flags_set_memory_and_one_disk() {
+    let origins = vec!["http://127.0.0.1:8080".to_string()];
+    let base = || Config::quick_reverse("127.0.0.1:80", &origins, None, None).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let quick = QuickCache {
+        memory: Some("8MiB".into()),
+        dir: Some(tmp.path().join("cache")),
+        dir_size: Some("2GiB".into()),
+    };
+    let c = base().with_quick_cache(&quick).unwrap();
+    assert_eq!(c.cache.memory_bytes, 8 << 20);
+    assert_eq!(
+        c.cache.max_object_bytes,
+        8 << 20,
+        "max_object lowered to the memory"
+    );
+    assert_eq!(c.cache.disks[0].size_bytes, 2 << 30);
+    assert_eq!(c.cache.disks[0].path, tmp.path().join("cache"));
+    let default_size = QuickCache {
+        dir_size: None,
+        ..quick.clone()
+    };
+    let c = base().with_quick_cache(&default_size).unwrap();
+    assert_eq!(c.cache.disks[0].size_bytes, QuickCache::DEFAULT_DIR_SIZE);
+    let untouched = base().with_quick_cache(&QuickCache::default()).unwrap();
+    assert_eq!(untouched.cache, base().cache);
+    for (bad, flag) in [
+        (
+            QuickCache {
+                memory: Some("lots".into()),
+                ..QuickCache::default()
+            },
+            "--cache-memory",
+        ),
+        (
+            QuickCache {
+                dir_size: Some("1MiB".into()),
+                ..quick.clone()
+            },
+            "--cache-dir-size",
+        ),
+        (
+            QuickCache {
+                dir: Some("/nonexistent/a/b".into()),
+                ..quick.clone()
+            },
+            "--cache-dir",
+        ),
+    ] {
+        let e = base().with_quick_cache(&bad).unwrap_err();
+        assert_eq!(e.key(), Some(flag), "{e}");
+    }
+}

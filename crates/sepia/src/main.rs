@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use sepia_config::{Config, ListenerTls, LogFormat as CfgFormat, LogTarget};
+use sepia_config::{Config, ListenerTls, LogFormat as CfgFormat, LogTarget, QuickCache};
 use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogReopen, LogSink};
 use sepia_proxy::Server;
 
@@ -40,6 +40,8 @@ enum Command {
         workers: Option<usize>,
         #[command(flatten)]
         tls: TlsArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
     /// Quick start: a forward proxy for loopback and private-network clients.
     Forward {
@@ -51,7 +53,33 @@ enum Command {
         workers: Option<usize>,
         #[command(flatten)]
         tls: TlsArgs,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
+}
+
+/// `--cache-memory SIZE --cache-dir PATH --cache-dir-size SIZE`: the quick starts' cache.
+#[derive(clap::Args)]
+struct CacheArgs {
+    /// Memory cache budget, e.g. 512MiB or 2GiB (default 256MiB).
+    #[arg(long, value_name = "SIZE")]
+    cache_memory: Option<String>,
+    /// Directory of a persistent disk cache under the memory cache (made if missing).
+    #[arg(long, value_name = "PATH")]
+    cache_dir: Option<PathBuf>,
+    /// Bytes the disk cache may use, e.g. 10GiB (default 1GiB); needs --cache-dir.
+    #[arg(long, value_name = "SIZE", requires = "cache_dir")]
+    cache_dir_size: Option<String>,
+}
+
+impl CacheArgs {
+    fn quick(&self) -> QuickCache {
+        QuickCache {
+            memory: self.cache_memory.clone(),
+            dir: self.cache_dir.clone(),
+            dir_size: self.cache_dir_size.clone(),
+        }
+    }
 }
 
 /// `--tls-cert FILE --tls-key FILE`: the quick starts' listener serves TLS (ALPN h2 and
@@ -91,17 +119,21 @@ fn main() -> ExitCode {
                 origin,
                 workers,
                 tls,
+                cache,
             }),
             _,
-        ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls()),
+        ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls())
+            .and_then(|c| c.with_quick_cache(&cache.quick())),
         (
             Some(Command::Forward {
                 listen,
                 workers,
                 tls,
+                cache,
             }),
             _,
-        ) => Config::quick_forward(listen, *workers, tls.listener_tls()),
+        ) => Config::quick_forward(listen, *workers, tls.listener_tls())
+            .and_then(|c| c.with_quick_cache(&cache.quick())),
         (_, Some(path)) => Config::from_file(path),
         (_, None) => Ok(Config::builtin_default()),
     };
