@@ -65,8 +65,6 @@
 
 mod body_file;
 mod config;
-// Used by the tiered store (next commit); until then the engine is reached by its tests only.
-#[allow(dead_code)]
 mod disk;
 mod fill;
 mod ghost;
@@ -76,11 +74,14 @@ mod s3fifo;
 mod shard;
 mod stats;
 mod store;
+mod tiered;
 
 #[cfg(test)]
 mod conformance;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};
 pub use config::{StoreConfig, MAX_SHARDS};
@@ -93,3 +94,4 @@ pub use memory::MemoryStore;
 pub use object::{slice_chunks, Body, Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
 pub use stats::StoreStats;
 pub use store::{by_secondary, Lookup, Store};
+pub use tiered::{Persist, TieredConfig, TieredStore};

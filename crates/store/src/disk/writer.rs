@@ -463,23 +463,3 @@ fn take_accounting(q: &mut super::engine::Queue, cmd: &Cmd) {
         _ => {}
     }
 }
-
-/// A record's bytes for tests that build segments by hand.
-#[cfg(test)]
-pub(crate) fn encode_object(seq: u64, primary: &[u8], head: &[u8], body: &[u8]) -> Vec<u8> {
-    let body = [bytes::Bytes::copy_from_slice(body)];
-    let mut out = Vec::new();
-    format::encode(
-        &RecordParts {
-            seq,
-            kind: KIND_OBJECT,
-            primary,
-            secondary: &[],
-            meta: &[],
-            head,
-            body: &body,
-        },
-        &mut out,
-    );
-    out
-}
