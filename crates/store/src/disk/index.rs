@@ -133,7 +133,21 @@ impl Table {
     }
 
     fn grow(&mut self) {
-        let cap = (self.slots.len() * 3 / 2).max(16);
+        self.grow_to((self.slots.len() * 3 / 2).max(16));
+    }
+
+    /// Sizes the table for `n` entries at once. Needed before inserting entries in slot
+    /// order (a checkpoint is dumped in that order): grown step by step, the low part of
+    /// the table would fill densely first and probe runs would get long (measured: a 1M
+    /// checkpoint loaded in 2.5 s instead of a few hundred ms).
+    fn reserve(&mut self, n: usize) {
+        let cap = n * 100 / 80 + 16;
+        if cap > self.slots.len() {
+            self.grow_to(cap);
+        }
+    }
+
+    fn grow_to(&mut self, cap: usize) {
         let old = std::mem::replace(&mut self.slots, vec![EMPTY; cap]);
         self.len = 0;
         for s in old.into_iter().filter(|s| s.seg != EMPTY_SEG) {
@@ -315,6 +329,8 @@ impl Index {
             let n = usize::try_from(u64::from_le_bytes(b.get(..8)?.try_into().ok()?)).ok()?;
             let entries = b.get(8..8 + n.checked_mul(16)?)?;
             let mut t = shard.write().unwrap_or_else(PoisonError::into_inner);
+            let want = t.len + n;
+            t.reserve(want);
             for e in entries.chunks_exact(16) {
                 let s = Slot::from_bytes(e);
                 if s.seg != EMPTY_SEG && keep(&s) {
