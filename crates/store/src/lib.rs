@@ -1,5 +1,5 @@
 //! Sepia's cache storage: a sharded in-memory store of complete responses, with request
-//! collapsing and streaming fills.
+//! collapsing and streaming fills, optionally over a persistent disk tier.
 //!
 //! The store knows nothing of HTTP semantics: it keeps pre-serialised response heads, body
 //! chunks and a caller-defined metadata type `M` (the proxy puts the RFC 9111 policy data
@@ -53,7 +53,16 @@
 //!   unless too big or purged), [`BodyWriter::abort`]. Dropping a writer aborts.
 //! - Reader: [`FillReader::head`]`.await` then [`FillReader::next_chunk`]`.await` until
 //!   `Ok(None)`; [`FillError::Aborted`] means "abort the client connection",
-//!   [`FillError::Released`] means "fetch on your own".
+//!   [`FillError::Released`] means "fetch on your own" — unless
+//!   [`FillReader::take_writer`] then returns a writer: the store could not serve what it
+//!   started (a bad disk copy); fetch from the origin and fill through that writer.
+//! - Disk tier: [`TieredStore::open`]`(TieredConfig { memory: StoreConfig, disks:
+//!   Vec<DiskConfig>, read_threads, max_queued_reads })` implements [`Store`] for metadata
+//!   implementing [`Persist`] (`encode`, `decode(head, bytes)`). [`DiskConfig::new`]`(path,
+//!   size_bytes)` (segments 16 MiB, 1 MiB buffer flushed every 1 s, checkpoint every 60 s
+//!   or 1 GiB, optional daily write budget). A memory miss that the disk can answer is
+//!   `Lookup::Pending`; [`TieredStore::close`] (or dropping it) flushes and checkpoints.
+//!   Layout, recovery and crash guarantees: `disk/mod.rs`; tier semantics: `tiered.rs`.
 //!
 //! # Guarantees
 //!
@@ -65,6 +74,7 @@
 
 mod body_file;
 mod config;
+mod disk;
 mod fill;
 mod ghost;
 mod memory;
@@ -73,14 +83,18 @@ mod s3fifo;
 mod shard;
 mod stats;
 mod store;
+mod tiered;
 
 #[cfg(test)]
 mod conformance;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};
 pub use config::{StoreConfig, MAX_SHARDS};
+pub use disk::{DiskConfig, DiskEngine, DiskStats};
 pub use fill::{
     BodyLength, BodyWriter, FillError, FillHead, FillReader, FillWriter, FinishError,
     FinishOutcome, NotStoredReason,
@@ -89,3 +103,4 @@ pub use memory::MemoryStore;
 pub use object::{slice_chunks, Body, Object, CHUNK_OVERHEAD_BYTES, OBJECT_OVERHEAD_BYTES};
 pub use stats::StoreStats;
 pub use store::{by_secondary, Lookup, Store};
+pub use tiered::{Persist, TieredConfig, TieredStore};

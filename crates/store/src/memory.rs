@@ -12,7 +12,7 @@ use crate::fill::{
     DetachReason, FillShared, FillTarget, FillTicket, FillWriter, FinishOutcome, NotStoredReason,
 };
 use crate::object::Object;
-use crate::shard::{Shard, ShardState, ShardWrite};
+use crate::shard::{Earned, Shard, ShardState, ShardWrite};
 use crate::stats::{bump, StoreStats};
 use crate::store::{Lookup, Store};
 
@@ -68,11 +68,23 @@ struct Inner<M> {
     files: Arc<FileSlots>,
     file_home: FileHome,
     body_file_errors: AtomicU64,
+    /// Given the objects that leave by eviction having earned it (see `Removed::earned`),
+    /// with their primary key. Called with at most one shard lock held: it must not block
+    /// nor call back into the store (the disk tier only queues them).
+    on_evict: Option<EvictHook<M>>,
 }
+
+/// See `Inner::on_evict`.
+pub(crate) type EvictHook<M> = Arc<dyn Fn(Bytes, Arc<Object<M>>) + Send + Sync>;
 
 impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     /// A store sized by `cfg` (normalised first, see [`StoreConfig::normalized`]).
     pub fn new(cfg: StoreConfig) -> Self {
+        Self::with_evict_hook(cfg, None)
+    }
+
+    /// A store that hands earned evictions to `on_evict` (the tiered store's demotions).
+    pub(crate) fn with_evict_hook(cfg: StoreConfig, on_evict: Option<EvictHook<M>>) -> Self {
         let cfg = cfg.normalized();
         let per_shard = cfg.budget_bytes / cfg.shards as u64;
         let shards = (0..cfg.shards).map(|_| Shard::new(per_shard)).collect();
@@ -89,6 +101,7 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
                 file_home: cfg.body_file_home,
                 body_file_errors: AtomicU64::new(0),
                 next_fill_id: AtomicU64::new(0),
+                on_evict,
             }),
         }
     }
@@ -267,6 +280,12 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         stats
     }
 
+    /// Whether any variant of `primary` is stored (no hit is recorded).
+    pub(crate) fn has_primary(&self, primary: &[u8]) -> bool {
+        let hash = self.inner.hasher.hash_one(primary);
+        self.inner.shard(hash).read().has_primary(hash, primary)
+    }
+
     /// Checks the accounting invariants (tests): the global total equals the sum of the
     /// shards, stays within budget, and no fill is left registered.
     #[cfg(test)]
@@ -316,9 +335,10 @@ impl<M> Inner<M> {
                 return true;
             }
             match st.evict_one() {
-                Some(freed) => {
+                Some((freed, earned)) => {
                     self.release(freed);
                     bump(&shard.counters.evictions);
+                    self.evicted(earned);
                 }
                 None => return false,
             }
@@ -340,11 +360,18 @@ impl<M> Inner<M> {
                 return self.try_reserve(size);
             };
             let shard = &self.shards[victim];
-            let freed = shard.write().evict_one();
-            if let Some(freed) = freed {
+            let evicted = shard.write().evict_one();
+            if let Some((freed, earned)) = evicted {
                 self.release(freed);
                 bump(&shard.counters.evictions);
+                self.evicted(earned);
             }
+        }
+    }
+
+    fn evicted(&self, earned: Option<Earned<M>>) {
+        if let (Some(hook), Some((primary, object))) = (&self.on_evict, earned) {
+            hook(primary, object);
         }
     }
 

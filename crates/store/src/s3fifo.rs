@@ -53,6 +53,9 @@ struct Slot<V> {
 pub(crate) struct Removed<V> {
     pub(crate) value: V,
     pub(crate) size: u64,
+    /// It was in the main queue: hit while in the small one, or re-admitted by the ghost
+    /// queue (its key was seen again). What the disk tier calls "earned a place on disk".
+    pub(crate) earned: bool,
 }
 
 pub(crate) struct S3Fifo<V> {
@@ -189,6 +192,7 @@ impl<V> S3Fifo<V> {
         Ok(Removed {
             value: old,
             size: old_size,
+            earned: slot.queue == Queue::Main,
         })
     }
 
@@ -255,6 +259,7 @@ impl<V> S3Fifo<V> {
         Removed {
             value,
             size: slot.size,
+            earned: slot.queue == Queue::Main,
         }
     }
 

@@ -25,6 +25,9 @@ pub(crate) struct Stored<M> {
     hash: u64,
 }
 
+/// An evicted object that earned a place in a lower tier, with its primary key.
+pub(crate) type Earned<M> = (Bytes, Arc<Object<M>>);
+
 /// All variants stored under one primary key.
 struct IndexEntry {
     hash: u64,
@@ -300,8 +303,9 @@ impl<M> ShardState<M> {
         (count, bytes)
     }
 
-    /// Evicts one variant by the S3-FIFO rules; returns its accounted size.
-    pub(crate) fn evict_one(&mut self) -> Option<u64> {
+    /// Evicts one variant by the S3-FIFO rules; returns its accounted size, and the object
+    /// with its primary key when it earned a place in a lower tier (see `Removed::earned`).
+    pub(crate) fn evict_one(&mut self) -> Option<(u64, Option<Earned<M>>)> {
         let removed = self.policy.evict()?;
         let stored = &removed.value;
         let policy = &self.policy;
@@ -317,7 +321,15 @@ impl<M> ShardState<M> {
                 entry.remove();
             }
         }
-        Some(removed.size)
+        let earned = removed
+            .earned
+            .then_some((removed.value.primary, removed.value.object));
+        Some((removed.size, earned))
+    }
+
+    /// Whether any variant of `primary` is stored.
+    pub(crate) fn has_primary(&self, hash: u64, primary: &[u8]) -> bool {
+        self.index.find(hash, |e| e.primary == primary).is_some()
     }
 
     /// The slot holding exactly this object (pointer identity) under `primary`.
@@ -429,11 +441,18 @@ mod tests {
         assert!(st.hit(HASH, KEY, &select(b"b")).is_some());
         assert!(st.hit(HASH, KEY, &select(b"c")).is_none());
         // The unhit "a" is the victim; the hit "b" is promoted, then evicted last.
-        assert_eq!(st.evict_one(), Some(100));
+        assert_eq!(
+            st.evict_one().map(|e| (e.0, e.1.is_some())),
+            Some((100, false))
+        );
         assert!(st.hit(HASH, KEY, &select(b"a")).is_none());
-        assert_eq!(st.evict_one(), Some(50));
+        assert_eq!(
+            st.evict_one().map(|e| (e.0, e.1.is_some())),
+            Some((50, true)),
+            "promoted: earned"
+        );
         assert!(st.index.is_empty(), "an entry without variants is removed");
-        assert_eq!(st.evict_one(), None);
+        assert!(st.evict_one().is_none());
     }
 
     #[test]

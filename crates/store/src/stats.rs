@@ -37,6 +37,28 @@ pub struct StoreStats {
     pub body_files: u64,
     /// Large bodies kept in memory because the kernel refused a body file.
     pub body_file_errors: u64,
+    /// Disk tier (zero for a memory-only store): objects in the disk indexes.
+    pub disk_objects: u64,
+    /// Bytes of segment files on the disks.
+    pub disk_bytes: u64,
+    /// RAM held by the disk indexes.
+    pub disk_index_bytes: u64,
+    /// Disk records read for lookups.
+    pub disk_reads: u64,
+    /// Disk reads that returned a verified object of the right key.
+    pub disk_hits: u64,
+    /// Records written to disk (demotions and re-insertions).
+    pub disk_writes: u64,
+    /// Bytes written to disk.
+    pub disk_write_bytes: u64,
+    /// Demotions skipped: daily write budget spent, or the write queue full.
+    pub disk_write_skips: u64,
+    /// Disk records that failed their checksum (served as misses, dropped).
+    pub disk_checksum_failures: u64,
+    /// Disk I/O faults (ENOSPC, EIO, files gone).
+    pub disk_faults: u64,
+    /// Disks given up after a fault.
+    pub disks_failed: u64,
 }
 
 /// One shard's counters.

@@ -20,6 +20,13 @@ pub enum Lookup<M> {
     Pending(FillReader<M>),
 }
 
+impl<M> Lookup<M> {
+    /// Whether this is a `Hit` (tests and logs; drops nothing).
+    pub fn is_hit(&self) -> bool {
+        matches!(self, Lookup::Hit(_))
+    }
+}
+
 /// Operations of a response store.
 ///
 /// Object-safe (selectors are `&dyn Fn`) so the proxy can hold an `Arc<dyn Store<M>>`;

@@ -185,6 +185,8 @@ struct FillState<M> {
     /// Next absolute chunk index of each attached reader, by reader slot.
     readers: Vec<u64>,
     active_readers: usize,
+    /// A writer handed over to the first reader that looks (see `FillWriter::hand_off`).
+    handoff: Option<FillWriter<M>>,
 }
 
 impl<M> FillState<M> {
@@ -226,6 +228,7 @@ impl<M> FillShared<M> {
                 oversize: false,
                 readers: Vec::new(),
                 active_readers: 0,
+                handoff: None,
             }),
             notify: Notify::new(),
         })
@@ -262,6 +265,15 @@ impl<M> FillShared<M> {
         st.active_readers += 1;
         drop(st);
         Join::Joined(FillReader::new(Arc::clone(self), slot))
+    }
+
+    /// A new reader of this fill (for the writer's own side: the tiered store joins the
+    /// requester to the fill it drives from disk). `None` once the fill cannot be joined.
+    pub(crate) fn join_any(self: &Arc<Self>) -> Option<FillReader<M>> {
+        match self.try_join(&|_| true) {
+            Join::Joined(reader) => Some(reader),
+            Join::Skip => None,
+        }
     }
 
     /// Sets the final phase and wakes every waiting reader. Aborting drops the buffered

@@ -17,6 +17,8 @@ pub struct FillReader<M> {
     shared: Arc<FillShared<M>>,
     pub(super) slot: usize,
     next: u64,
+    /// The fill's writer, when it was handed to this reader (see `take_writer`).
+    handoff: Option<super::FillWriter<M>>,
 }
 
 impl<M> std::fmt::Debug for FillReader<M> {
@@ -40,6 +42,7 @@ impl<M> FillReader<M> {
             shared,
             slot,
             next: 0,
+            handoff: None,
         }
     }
 
@@ -48,14 +51,35 @@ impl<M> FillReader<M> {
     /// `Err(Released)`: the response is not shareable, fetch on your own.
     /// `Err(Aborted)`: the fill failed; whether to retry or answer with an error is the
     /// caller's decision (no body byte has been given to this reader by `head`).
+    ///
+    /// A store that started the fill itself (the tiered store reading a disk copy) may find
+    /// it cannot serve it: one reader then gets `Err(Released)` *and* the fill's writer from
+    /// [`FillReader::take_writer`]: it fetches from the origin and fills through it exactly
+    /// as after `Lookup::Miss`, and the other readers get that response.
     pub async fn head(&mut self) -> Result<FillHead<M>, FillError> {
-        self.wait(|_, st| match (&st.head, st.phase) {
-            (_, Phase::Aborted) => Step::Ready(Err(FillError::Aborted)),
-            (_, Phase::Released) => Step::Ready(Err(FillError::Released)),
-            (Some(head), _) => Step::Ready(Ok(head.clone())),
-            (None, _) => Step::Wait,
+        let got = self
+            .wait(|_, st| match (&st.head, st.phase) {
+                (_, Phase::Aborted) => Step::Ready(Err((FillError::Aborted, None))),
+                (_, Phase::Released) => Step::Ready(Err((FillError::Released, None))),
+                (Some(head), _) => Step::Ready(Ok(head.clone())),
+                (None, _) => match st.handoff.take() {
+                    Some(writer) => Step::Ready(Err((FillError::Released, Some(writer)))),
+                    None => Step::Wait,
+                },
+            })
+            .await;
+        got.map_err(|(err, writer)| {
+            self.handoff = writer;
+            err
         })
-        .await
+    }
+
+    /// After [`FillReader::head`] returned `Released`: the fill's writer, if it was handed
+    /// to this reader (the store could not serve the response it started to). Fetch from
+    /// the origin and fill through it; other requests are waiting on it. `None`: the
+    /// response is simply not shareable, fetch on your own.
+    pub fn take_writer(&mut self) -> Option<super::FillWriter<M>> {
+        self.handoff.take()
     }
 
     /// The next body chunk, waiting for the writer if this reader has caught up.
@@ -122,5 +146,14 @@ impl<M> Drop for FillReader<M> {
             // Nothing will be committed; keep only what the remaining readers still need.
             st.trim_read_chunks();
         }
+        // A handed-over writer nobody is left to take would keep the fill (and itself, a
+        // reference cycle) alive: drop it, outside the lock (dropping it aborts the fill).
+        let orphan = if st.active_readers == 0 {
+            st.handoff.take()
+        } else {
+            None
+        };
+        drop(st);
+        drop(orphan);
     }
 }

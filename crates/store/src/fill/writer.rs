@@ -122,6 +122,32 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
         }
     }
 
+    /// A reader attached to this fill (the tiered store's requester while a disk read
+    /// drives this writer).
+    pub(crate) fn join(&self) -> Option<super::FillReader<M>> {
+        self.core.as_ref().and_then(|c| c.shared.join_any())
+    }
+
+    /// Hands this fill over to one of its readers before any head was published: the
+    /// store could not serve it after all (a disk copy was corrupt, gone, or not
+    /// decodable). The first reader to wait for the head gets `Released` and the writer
+    /// (`FillReader::take_writer`); the others keep waiting for the head that writer will
+    /// publish. With no reader attached, the fill is aborted.
+    pub(crate) fn hand_off(mut self) {
+        let Some(core) = self.core.take() else { return };
+        let shared = Arc::clone(&core.shared);
+        let writer = FillWriter { core: Some(core) };
+        let mut st = shared.lock();
+        if st.active_readers == 0 || st.phase != Phase::Open || st.head.is_some() {
+            drop(st);
+            drop(writer); // aborts
+            return;
+        }
+        st.handoff = Some(writer);
+        drop(st);
+        shared.notify.notify_waiters();
+    }
+
     /// Gives up before the head (origin unreachable, bad response): waiting readers get
     /// `Aborted`. Same as dropping the writer.
     pub fn abort(mut self) {

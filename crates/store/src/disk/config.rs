@@ -1,0 +1,130 @@
+//! Disk tier settings and counters.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// One disk (a directory the engine owns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskConfig {
+    /// Directory for the segment files, the checkpoint and the `meta` file (created if missing).
+    pub path: PathBuf,
+    /// Every byte the engine keeps in `path` (segments, summaries, checkpoints) stays within this.
+    pub size_bytes: u64,
+    /// Segment size (the unit of FIFO reclaim); a record larger than this gets a segment of
+    /// its own, as large as it needs.
+    pub segment_bytes: u64,
+    /// Aggregation buffer: records are written in pieces of about this size.
+    pub write_buffer_bytes: usize,
+    /// The buffer is written at least this often: the most a kill -9 can lose.
+    pub flush_interval: Duration,
+    /// The index is checkpointed this often...
+    pub checkpoint_interval: Duration,
+    /// ...or after this many bytes were written, whichever comes first.
+    pub checkpoint_every_bytes: u64,
+    /// Bytes written per day at most (flash endurance); demotions beyond it are skipped.
+    pub write_budget_bytes_per_day: Option<u64>,
+    /// Objects waiting to be written may hold at most this many bytes; more are dropped.
+    pub queue_bytes: u64,
+}
+
+impl DiskConfig {
+    /// Defaults for a disk of `size_bytes` at `path`.
+    pub fn new(path: impl Into<PathBuf>, size_bytes: u64) -> Self {
+        DiskConfig {
+            path: path.into(),
+            size_bytes,
+            segment_bytes: 16 << 20,
+            write_buffer_bytes: 1 << 20,
+            flush_interval: Duration::from_secs(1),
+            checkpoint_interval: Duration::from_secs(60),
+            checkpoint_every_bytes: 1 << 30,
+            write_budget_bytes_per_day: None,
+            queue_bytes: 32 << 20,
+        }
+    }
+
+    /// Space kept for the checkpoint (two copies exist while a new one replaces the old).
+    pub(crate) fn checkpoint_reserve(&self) -> u64 {
+        (self.size_bytes / 32).max(16 << 10)
+    }
+
+    /// Space for segments: the size minus the checkpoint reserve and the meta file.
+    pub(crate) fn data_capacity(&self) -> u64 {
+        self.size_bytes
+            .saturating_sub(self.checkpoint_reserve() + 4096)
+    }
+}
+
+/// A snapshot of one disk's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskStats {
+    /// Objects in the index.
+    pub objects: u64,
+    /// Bytes of segments on disk (reserved for the one being written).
+    pub bytes: u64,
+    /// RAM held by the index tables.
+    pub index_bytes: u64,
+    /// Record reads (lookups that found a candidate in the index).
+    pub reads: u64,
+    /// Reads that returned a verified object with the right key.
+    pub hits: u64,
+    /// Records written (demotions and re-insertions).
+    pub writes: u64,
+    /// Bytes written to segments.
+    pub write_bytes: u64,
+    /// Hot records re-written at the head when their segment was reclaimed.
+    pub reinserted: u64,
+    /// Demotions skipped by the daily write budget.
+    pub budget_skips: u64,
+    /// Demotions dropped because the write queue was full.
+    pub queue_drops: u64,
+    /// Records that failed a checksum (dropped from the index; a miss).
+    pub checksum_failures: u64,
+    /// I/O faults (ENOSPC, EIO, files gone or truncated).
+    pub faults: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// 1 when the disk was given up after a fault.
+    pub failed: u64,
+    /// 1 while the index is being loaded.
+    pub loading: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) bytes: AtomicU64,
+    pub(crate) reads: AtomicU64,
+    pub(crate) hits: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) write_bytes: AtomicU64,
+    pub(crate) reinserted: AtomicU64,
+    pub(crate) budget_skips: AtomicU64,
+    pub(crate) queue_drops: AtomicU64,
+    pub(crate) checksum_failures: AtomicU64,
+    pub(crate) faults: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) failed: AtomicBool,
+    pub(crate) loading: AtomicBool,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> DiskStats {
+        DiskStats {
+            bytes: self.bytes.load(Relaxed),
+            reads: self.reads.load(Relaxed),
+            hits: self.hits.load(Relaxed),
+            writes: self.writes.load(Relaxed),
+            write_bytes: self.write_bytes.load(Relaxed),
+            reinserted: self.reinserted.load(Relaxed),
+            budget_skips: self.budget_skips.load(Relaxed),
+            queue_drops: self.queue_drops.load(Relaxed),
+            checksum_failures: self.checksum_failures.load(Relaxed),
+            faults: self.faults.load(Relaxed),
+            checkpoints: self.checkpoints.load(Relaxed),
+            failed: u64::from(self.failed.load(Relaxed)),
+            loading: u64::from(self.loading.load(Relaxed)),
+            ..DiskStats::default()
+        }
+    }
+}

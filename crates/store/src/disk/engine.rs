@@ -1,0 +1,414 @@
+//! One disk: shared state, the write queue, and the read path.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::config::{Counters, DiskConfig, DiskStats};
+use super::format::{
+    split_prefix, verify_chunks, verify_prefix, Header, CHUNK, HEADER_LEN, KIND_OBJECT,
+};
+use super::hash::siphash13;
+use super::index::{Index, Loc};
+use super::segment::{read_at, SegFile};
+
+/// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
+pub(crate) trait Demoted: Send + Sync {
+    fn secondary(&self) -> &[u8];
+    fn head(&self) -> &[u8];
+    fn encode_meta(&self, out: &mut Vec<u8>);
+    fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>>;
+    /// Approximate bytes it will take (for the queue bound and the write budget).
+    fn disk_size(&self) -> u64;
+}
+
+pub(crate) enum Cmd {
+    Write {
+        hash: u64,
+        primary: Bytes,
+        object: Arc<dyn Demoted>,
+        size: u64,
+    },
+    Tombstone {
+        hash: u64,
+        primary: Bytes,
+    },
+    /// Flush (and with `true`, checkpoint), then answer.
+    Sync(bool, std::sync::mpsc::SyncSender<()>),
+    Shutdown,
+    /// Stop at once, writing nothing more (tests: what a kill -9 leaves).
+    #[cfg(test)]
+    Crash,
+}
+
+#[derive(Default)]
+pub(crate) struct Queue {
+    pub(crate) cmds: VecDeque<Cmd>,
+    pub(crate) write_bytes: u64,
+    /// Tombstones queued but not yet taken by the writer, by key hash: the writer must not
+    /// index an older record of such a key (see `Writer::apply_pending`).
+    pub(crate) tombstones: HashMap<u64, usize>,
+}
+
+/// State shared by the engine handle, the writer thread and readers.
+pub(crate) struct Shared {
+    pub(crate) cfg: DiskConfig,
+    pub(crate) key: (u64, u64),
+    pub(crate) index: Index,
+    pub(crate) segs: RwLock<HashMap<u32, Arc<SegFile>>>,
+    pub(crate) queue: Mutex<Queue>,
+    pub(crate) wake: Condvar,
+    pub(crate) counters: Counters,
+    /// Keys purged while the index loads, so the loader does not bring them back.
+    pub(crate) purged_while_loading: Mutex<HashSet<u64>>,
+}
+
+impl Shared {
+    pub(crate) fn lock_queue(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn failed(&self) -> bool {
+        self.counters.failed.load(Relaxed)
+    }
+
+    /// Gives the disk up: logged once, counted, the index emptied so every lookup misses.
+    pub(crate) fn fault(&self, what: &str, err: &io::Error) {
+        self.counters.faults.fetch_add(1, Relaxed);
+        if !self.counters.failed.swap(true, Relaxed) {
+            tracing::error!(disk = %self.cfg.path.display(), "disk cache failed ({what}): {err}; no longer used");
+            self.index.retain(|_| false);
+        }
+    }
+
+    fn seg(&self, id: u32) -> Option<Arc<SegFile>> {
+        self.segs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned()
+    }
+}
+
+/// A verified record read back from disk.
+#[derive(Debug, Clone)]
+pub(crate) struct DiskRecord {
+    pub(crate) seq: u64,
+    pub(crate) secondary: Bytes,
+    pub(crate) meta: Bytes,
+    pub(crate) head: Bytes,
+    pub(crate) body: Vec<Bytes>,
+    pub(crate) body_len: u64,
+}
+
+/// A handle to one disk. Dropping it (or [`DiskEngine::close`]) flushes, seals the segment
+/// being written and checkpoints the index.
+pub struct DiskEngine {
+    pub(crate) shared: Arc<Shared>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for DiskEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskEngine")
+            .field("path", &self.shared.cfg.path)
+            .finish()
+    }
+}
+
+impl DiskEngine {
+    /// Opens (or creates) the disk at `cfg.path`. Returns at once: the index is loaded by
+    /// the writer thread (lookups meanwhile miss on what is not loaded yet; see
+    /// [`DiskEngine::wait_loaded`]). An error means the directory or its meta file is
+    /// unusable.
+    pub fn open(cfg: DiskConfig) -> io::Result<DiskEngine> {
+        if cfg.data_capacity() < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "disk too small for two segments",
+            ));
+        }
+        std::fs::create_dir_all(&cfg.path)?;
+        let key = super::recover::meta_key(&cfg.path)?;
+        let shared = Arc::new(Shared {
+            cfg,
+            key,
+            index: Index::new(),
+            segs: RwLock::new(HashMap::new()),
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+            counters: Counters::default(),
+            purged_while_loading: Mutex::new(HashSet::new()),
+        });
+        shared.counters.loading.store(true, Relaxed);
+        let for_thread = Arc::clone(&shared);
+        let handle = std::thread::Builder::new()
+            .name("sepia-disk-writer".into())
+            .spawn(move || super::writer::run(for_thread))?;
+        Ok(DiskEngine {
+            shared,
+            writer: Mutex::new(Some(handle)),
+        })
+    }
+
+    pub(crate) fn hash(&self, primary: &[u8]) -> u64 {
+        siphash13(self.shared.key, primary)
+    }
+
+    /// Whether the index may hold `primary` (no I/O).
+    pub(crate) fn maybe_has(&self, hash: u64) -> bool {
+        !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
+    }
+
+    /// Queues an object for writing; false (and counted) when the queue is full or the disk failed.
+    pub(crate) fn enqueue_write(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
+        if self.shared.failed() {
+            return false;
+        }
+        let size = object.disk_size();
+        let hash = self.hash(&primary);
+        let mut q = self.shared.lock_queue();
+        if q.write_bytes + size > self.shared.cfg.queue_bytes {
+            drop(q);
+            self.shared.counters.queue_drops.fetch_add(1, Relaxed);
+            return false;
+        }
+        q.write_bytes += size;
+        q.cmds.push_back(Cmd::Write {
+            hash,
+            primary,
+            object,
+            size,
+        });
+        drop(q);
+        self.shared.wake.notify_one();
+        true
+    }
+
+    /// Removes every record of `primary` from the index now, and logs a tombstone so the
+    /// removal survives a restart. Returns how many index entries went.
+    pub fn purge(&self, primary: &[u8]) -> usize {
+        let hash = self.hash(primary);
+        let mut q = self.shared.lock_queue();
+        let removed = self.shared.index.remove_all(hash);
+        if self.shared.counters.loading.load(Relaxed) {
+            self.shared
+                .purged_while_loading
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(hash);
+        }
+        *q.tombstones.entry(hash).or_default() += 1;
+        q.cmds.push_back(Cmd::Tombstone {
+            hash,
+            primary: Bytes::copy_from_slice(primary),
+        });
+        drop(q);
+        self.shared.wake.notify_one();
+        removed
+    }
+
+    /// Reads every indexed record of `primary` (blocking I/O: call it off the event loop).
+    /// Records failing a checksum are dropped from the index; I/O errors fail the disk.
+    pub(crate) fn read_all(&self, primary: &[u8]) -> Vec<DiskRecord> {
+        let hash = self.hash(primary);
+        let mut out = Vec::new();
+        if self.shared.failed() {
+            return out;
+        }
+        for loc in self.shared.index.candidates(hash) {
+            self.shared.counters.reads.fetch_add(1, Relaxed);
+            match self.read_one(&loc, primary) {
+                Ok(Some(rec)) => {
+                    self.shared.counters.hits.fetch_add(1, Relaxed);
+                    if !loc.hit {
+                        self.shared.index.mark_hit(hash, loc.seg, loc.offset);
+                    }
+                    out.push(rec);
+                }
+                Ok(None) => {}
+                Err(ReadError::Corrupt) => {
+                    self.shared.counters.checksum_failures.fetch_add(1, Relaxed);
+                    tracing::warn!(disk = %self.shared.cfg.path.display(), seg = loc.seg, offset = loc.offset, "disk record failed its checksum: dropped");
+                    self.shared.index.remove_exact(hash, loc.seg, loc.offset);
+                }
+                Err(ReadError::Io(e)) => {
+                    self.shared.fault("read", &e);
+                    return Vec::new();
+                }
+            }
+        }
+        out
+    }
+
+    /// `Ok(None)`: a valid record of another key (a tag collision).
+    fn read_one(&self, loc: &Loc, primary: &[u8]) -> Result<Option<DiskRecord>, ReadError> {
+        let seg = self.shared.seg(loc.seg).ok_or(ReadError::Corrupt)?;
+        let mut prefix = if loc.len > 0 && loc.len <= 4 * CHUNK {
+            let mut b = BytesMut::zeroed(loc.len as usize);
+            read_at(&seg.file, &mut b, loc.offset)?;
+            b
+        } else {
+            let mut b = BytesMut::zeroed(HEADER_LEN);
+            read_at(&seg.file, &mut b, loc.offset)?;
+            let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
+            let mut b = BytesMut::zeroed(h.prefix_len() as usize);
+            read_at(&seg.file, &mut b, loc.offset)?;
+            b
+        };
+        let h = verify_prefix(&prefix).ok_or(ReadError::Corrupt)?;
+        if h.kind != KIND_OBJECT || (loc.len > 0 && h.record_len() != loc.len) {
+            return Err(ReadError::Corrupt);
+        }
+        let p = split_prefix(&h, &prefix);
+        if p.primary != primary {
+            return Ok(None);
+        }
+        let lens = [
+            p.primary.len(),
+            p.secondary.len(),
+            p.meta.len(),
+            p.head.len(),
+        ];
+        let prefix_len = h.prefix_len() as usize;
+        let crcs = p.chunk_crcs.to_vec();
+        let body = if prefix.len() >= prefix_len + h.body_len as usize {
+            let body = prefix
+                .split_off(prefix_len)
+                .freeze()
+                .slice(..h.body_len as usize);
+            if !verify_chunks(&crcs, 0, &body) {
+                return Err(ReadError::Corrupt);
+            }
+            vec![body]
+        } else {
+            read_body(&seg, loc.offset + prefix_len as u64, h.body_len, &crcs)?
+        };
+        let mut fixed = prefix.freeze();
+        let mut take = |n: usize| {
+            let part = fixed.slice(..n);
+            fixed = fixed.slice(n..);
+            part
+        };
+        take(HEADER_LEN + lens[0]);
+        Ok(Some(DiskRecord {
+            seq: h.seq,
+            secondary: take(lens[1]),
+            meta: take(lens[2]),
+            head: take(lens[3]),
+            body,
+            body_len: h.body_len,
+        }))
+    }
+
+    /// Flushes the write buffer and, with `checkpoint`, writes the index checkpoint; waits.
+    pub fn sync(&self, checkpoint: bool) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared
+            .lock_queue()
+            .cmds
+            .push_back(Cmd::Sync(checkpoint, tx));
+        self.shared.wake.notify_one();
+        // The writer answers after the command; a dead writer drops the sender.
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+    }
+
+    /// Waits until the index is loaded (or `limit` passes); true when loaded.
+    pub fn wait_loaded(&self, limit: Duration) -> bool {
+        let start = std::time::Instant::now();
+        while self.shared.counters.loading.load(Relaxed) {
+            if start.elapsed() > limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Counter snapshot.
+    pub fn stats(&self) -> DiskStats {
+        let mut s = self.shared.counters.snapshot();
+        s.objects = self.shared.index.len() as u64;
+        s.index_bytes = self.shared.index.heap_bytes() as u64;
+        s
+    }
+
+    /// The directory of this disk.
+    pub fn path(&self) -> &PathBuf {
+        &self.shared.cfg.path
+    }
+
+    /// Flushes, seals, checkpoints and stops the writer thread.
+    pub fn close(&self) {
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            self.shared.lock_queue().cmds.push_back(Cmd::Shutdown);
+            self.shared.wake.notify_one();
+            let _ = handle.join();
+        }
+    }
+}
+
+#[cfg(test)]
+impl DiskEngine {
+    /// Stops the writer as a kill -9 would: the buffer is lost, nothing is sealed.
+    pub(crate) fn crash(self) {
+        let handle = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            self.shared.lock_queue().cmds.push_front(Cmd::Crash);
+            self.shared.wake.notify_one();
+            let _ = handle.join();
+        }
+    }
+}
+
+impl Drop for DiskEngine {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+pub(crate) enum ReadError {
+    Corrupt,
+    Io(io::Error),
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        // A record that the index places beyond the end of its file: the file was truncated
+        // under us. That is a fault of the disk, not one bad record.
+        ReadError::Io(e)
+    }
+}
+
+/// Reads a large body chunk by chunk, verifying each.
+fn read_body(seg: &SegFile, at: u64, len: u64, crcs: &[u8]) -> Result<Vec<Bytes>, ReadError> {
+    let mut out = Vec::with_capacity(len.div_ceil(CHUNK) as usize);
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(CHUNK);
+        let mut b = BytesMut::zeroed(n as usize);
+        read_at(&seg.file, &mut b, at + done)?;
+        if !verify_chunks(crcs, done / CHUNK, &b) {
+            return Err(ReadError::Corrupt);
+        }
+        out.push(b.freeze());
+        done += n;
+    }
+    Ok(out)
+}

@@ -1,0 +1,216 @@
+//! The writer's log: placing records in segments through the aggregation buffer, rotating
+//! and sealing segments, and FIFO reclaim with re-insertion of hot records.
+
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use super::format::{self, RecordParts, SummaryEntry, FOOTER_LEN, KIND_OBJECT, SUMMARY_ENTRY};
+use super::index::Loc;
+use super::segment::{self, SegFile};
+use super::writer::{Active, Writer};
+
+impl Writer {
+    /// Encodes a record into the buffer, rotating segments as needed, then re-appends any
+    /// hot records that a reclaim took out.
+    pub(super) fn append(&mut self, hash: u64, mut parts: RecordParts<'_>) -> io::Result<()> {
+        parts.seq = self.seq;
+        self.seq += 1;
+        let start = self.buf.len();
+        let h = format::encode(&parts, &mut self.buf);
+        let encoded = self.buf.split_off(start);
+        self.place(hash, h.kind, h.seq, encoded)?;
+        while let Some(mut rec) = self.reinsert.pop() {
+            let (hash, kind, seq) = self.reseq(&mut rec);
+            self.place(hash, kind, seq, rec)?;
+            self.shared.counters.reinserted.fetch_add(1, Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Gives a re-inserted record a new sequence number (its checksum covers it).
+    fn reseq(&mut self, rec: &mut [u8]) -> (u64, u8, u64) {
+        let seq = self.seq;
+        self.seq += 1;
+        rec[8..16].copy_from_slice(&seq.to_le_bytes());
+        let h = format::Header::parse(rec).expect("verified when taken");
+        let crc =
+            crc32c::crc32c_append(crc32c::crc32c(&rec[..4]), &rec[8..h.prefix_len() as usize]);
+        rec[4..8].copy_from_slice(&crc.to_le_bytes());
+        let primary = format::split_prefix(&h, rec).primary;
+        (
+            super::hash::siphash13(self.shared.key, primary),
+            h.kind,
+            seq,
+        )
+    }
+
+    fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<()> {
+        let len = rec.len() as u64;
+        let needed = |a: &Active| {
+            a.end + len + (a.summary.len() as u64 + 1) * SUMMARY_ENTRY as u64 + FOOTER_LEN as u64
+        };
+        if self.active.as_ref().is_some_and(|a| needed(a) > a.limit) {
+            self.seal_active()?;
+        }
+        if self.active.is_none() && !self.open_segment(len)? {
+            self.shared.counters.budget_skips.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        let a = self.active.as_mut().expect("opened above");
+        let offset = a.end;
+        a.end += len;
+        a.summary.push(SummaryEntry {
+            hash,
+            seq,
+            offset,
+            len,
+            kind,
+        });
+        if kind == KIND_OBJECT {
+            self.pending.push((
+                hash,
+                Loc {
+                    seg: a.seg.id,
+                    offset,
+                    len,
+                    hit: false,
+                },
+            ));
+        }
+        self.buf.extend_from_slice(&rec);
+        self.shared.counters.writes.fetch_add(1, Relaxed);
+        self.shared.counters.write_bytes.fetch_add(len, Relaxed);
+        self.bytes_since_checkpoint += len;
+        if self.buf.len() >= self.shared.cfg.write_buffer_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Opens a new segment with room for a record of `len`, reclaiming old ones for space.
+    /// False when even an empty disk could not hold it.
+    fn open_segment(&mut self, len: u64) -> io::Result<bool> {
+        let limit = self
+            .shared
+            .cfg
+            .segment_bytes
+            .max(len + (SUMMARY_ENTRY + FOOTER_LEN) as u64);
+        let capacity = self.shared.cfg.data_capacity();
+        if limit > capacity {
+            return Ok(false);
+        }
+        while self.sealed.values().sum::<u64>() + limit > capacity {
+            self.reclaim_oldest()?;
+        }
+        let id = self.next_seg;
+        self.next_seg += 1;
+        let seg = Arc::new(segment::open(&self.shared.cfg.path, id, true)?);
+        self.shared
+            .segs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, Arc::clone(&seg));
+        self.active = Some(Active {
+            seg,
+            limit,
+            end: 0,
+            buf_at: 0,
+            summary: Vec::new(),
+        });
+        self.publish_bytes();
+        Ok(true)
+    }
+
+    /// Drops the oldest segment; its records that were hit since written are kept for
+    /// re-appending at the head (FIFO with re-insertion), the rest leave the index.
+    fn reclaim_oldest(&mut self) -> io::Result<()> {
+        let Some((&id, _)) = self.sealed.iter().next() else {
+            return Err(io::Error::other("no segment to reclaim"));
+        };
+        let seg = self
+            .shared
+            .segs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        self.sealed.remove(&id);
+        if let Some(seg) = seg {
+            match segment::read_summary(&seg)? {
+                Some((entries, _)) => self.take_hot(&seg, &entries)?,
+                None => {
+                    self.shared.index.retain(|s| s.seg() != id);
+                }
+            }
+        }
+        std::fs::remove_file(segment::seg_path(&self.shared.cfg.path, id))?;
+        self.publish_bytes();
+        Ok(())
+    }
+
+    fn take_hot(&mut self, seg: &SegFile, entries: &[SummaryEntry]) -> io::Result<()> {
+        let small = self.shared.cfg.segment_bytes / 2;
+        for e in entries.iter().filter(|e| e.kind == KIND_OBJECT) {
+            let Some(loc) = self.shared.index.remove_exact(e.hash, seg.id, e.offset) else {
+                continue;
+            };
+            if !loc.hit || e.len > small || !self.budget_allows(e.len) {
+                continue;
+            }
+            let mut rec = vec![0u8; e.len as usize];
+            segment::read_at(&seg.file, &mut rec, e.offset)?;
+            if format::verify_prefix(&rec).is_some() {
+                self.reinsert.push(rec);
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn seal_active(&mut self) -> io::Result<()> {
+        self.flush()?;
+        if let Some(a) = self.active.take() {
+            let size = segment::seal(&a.seg, a.end, &a.summary)?;
+            self.sealed.insert(a.seg.id, size);
+            self.publish_bytes();
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer and makes its records visible in the index.
+    pub(crate) fn flush(&mut self) -> io::Result<()> {
+        self.last_flush = Instant::now();
+        let Some(a) = self.active.as_mut() else {
+            return Ok(());
+        };
+        if !self.buf.is_empty() {
+            a.seg.file.write_all_at(&self.buf, a.buf_at)?;
+            a.buf_at += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        // A segment unlinked under us (or its directory gone) takes writes silently: check.
+        if a.seg.file.metadata()?.nlink() == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "segment file deleted under the cache",
+            ));
+        }
+        self.apply_pending();
+        Ok(())
+    }
+
+    /// Indexes the written records, except those of keys with a tombstone still queued (a
+    /// purge that came after them); under the queue lock, so a purge cannot slip between.
+    fn apply_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let q = self.shared.lock_queue();
+        for (hash, loc) in self.pending.drain(..) {
+            if !q.tombstones.contains_key(&hash) {
+                self.shared.index.insert(hash, loc);
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The persistent disk tier: one [`DiskEngine`] per configured disk (a directory).
+//!
+//! # Layout
+//!
+//! ```text
+//! PATH/meta            magic, the 128-bit key of the index hash (SipHash-1-3), CRC32C
+//! PATH/checkpoint      the index at a moment (see Recovery), with its CRC32C
+//! PATH/0000002a.seg    segment 42: records, then (once sealed) its summary and footer
+//! ```
+//!
+//! Segments are written sequentially, oldest id first out (FIFO), each `segment_bytes`
+//! (16 MiB) unless one record needs more (it then gets a segment of its own: no object size
+//! limit below the disk's). One file per segment: reclaiming one is an `unlink`, and a read
+//! in flight keeps its open file, so it never sees bytes of a later segment. Everything the
+//! engine keeps in PATH (segments reserved at their full size while written, two
+//! checkpoints while one replaces the other, the meta file) stays within `size_bytes`.
+//!
+//! # Records (little-endian, 16-byte aligned)
+//!
+//! ```text
+//! 0  magic "SPR1"   4  crc32c   8  seq u64   16 kind u8 (1 object, 2 tombstone) + 3 pad
+//! 20 primary len   24 secondary len   28 meta len   32 head len   (u32 each)
+//! 36 chunk size u32 (1 MiB)   40 body len u64
+//! 48 primary key, secondary key, metadata (Persist), head, one crc32c per 1 MiB body chunk
+//!    body (contiguous, so a future sendfile can send it from the segment), zero padding
+//! ```
+//!
+//! The record CRC (hardware CRC32C) covers everything before the body including the chunk
+//! checksums; each body chunk is checked against its own, so a range verifies only the
+//! chunks it reads. A sealed segment ends with a summary (per record: 64-bit key hash, seq,
+//! offset, length, kind) and a 40-byte footer (magic, CRC of summary and footer, count,
+//! summary offset, segment id).
+//!
+//! # Writing
+//!
+//! A writer thread per disk takes objects from a bounded queue (memory evictions that earned
+//! a disk place, see `tiered.rs`), encodes them into a 1 MiB aggregation buffer, and writes
+//! it with `pwrite` when full and at least every `flush_interval` (1 s). Records become
+//! visible in the index only once written. Purges log a tombstone and are written at once.
+//! When a new segment needs room the oldest is reclaimed: its records that were hit since
+//! written (one bit in the index) are re-appended at the head with a new sequence number,
+//! the rest leave the index. A daily write budget (optional) skips demotions beyond it.
+//!
+//! # Index
+//!
+//! 16 bytes per object in RAM (`index.rs`): a 32-bit tag, segment, offset and length, and
+//! a hit bit; 64 shards of open-addressing tables at 57-85 % load. Measured with 1,000,000
+//! objects: 23.9 B/object in the tables (25.2 B by RSS) while growing, 20.0 B after loading
+//! a checkpoint (`bench_tests.rs`). The tag only narrows the search: every read checks the
+//! full primary key stored in the record, so a collision is a miss, never another object.
+//!
+//! # Recovery
+//!
+//! [`DiskEngine::open`] returns at once; the writer thread loads the index while lookups
+//! proceed (what is not loaded yet misses; purges meanwhile are remembered). It loads the
+//! checkpoint (written every `checkpoint_interval`/`checkpoint_every_bytes` and at close),
+//! drops entries of segments that no longer exist, then applies, in order, the summaries of
+//! the segments written after the checkpoint's watermark (inserts and tombstones). The last
+//! segment, unsealed after a crash, is scanned record by record (header, CRC and body
+//! checksums) up to the first record that fails, cut there and sealed. A damaged sealed
+//! segment from before the watermark is deleted rather than re-indexed (re-indexing could
+//! bring back purged records). Measured, 1,000,000 objects (200-byte bodies) on this
+//! 2-core VM: 118-175 ms after a clean shutdown, 137-168 ms after a crash with a
+//! checkpoint holding half the objects, 273-361 ms with no checkpoint at all (every
+//! summary); with the page cache dropped first: 398, 410 and 688 ms.
+//!
+//! # Crash guarantees
+//!
+//! After kill -9 (or a torn write anywhere), nothing corrupt, truncated or belonging to
+//! another key is returned: a record failing its CRC or chunk checksums is a miss and is
+//! dropped from the index; a record of another key is skipped. Lost on kill -9: the
+//! aggregation buffer (at most `flush_interval` of demotions, 1 s); nothing already
+//! written, since the page cache survives the process. On power loss: what was not yet
+//! written back by the kernel; sealed segments and checkpoints are fsynced, the open
+//! segment is not (its torn tail is cut by the scan). A purge survives kill -9 (its
+//! tombstone is written at once). A purge removes every index entry sharing the key's
+//! 32-bit tag in its shard (about one other key per 500,000 purges among 1M keys): a miss.
+//!
+//! # Faults
+//!
+//! Any write or read error (ENOSPC, EIO, a segment deleted or truncated under us, the
+//! directory gone; a deleted segment is noticed by its link count at each flush) is logged,
+//! counted, and marks the disk failed: its index is emptied, lookups miss, writes are
+//! dropped. Nothing panics, and no caller waits on disk I/O (the writer has its own thread,
+//! reads run in `ReadPool`).
+//!
+//! # Reads off the event loop
+//!
+//! Reads run on a small thread pool (`pool.rs`, 2 threads by default, bounded queue).
+//! `preadv2(RWF_NOWAIT)` works on this kernel (6.18 under Firecracker): measured with a
+//! probe, it returns data that is in the page cache (3.3 µs per 64 KiB read) and `EAGAIN`
+//! after `POSIX_FADV_DONTNEED`, so page-cached hits could be read inline on the event loop.
+//! Not used yet: neither std nor nix 0.30 wraps `preadv2`, and the workspace forbids
+//! `unsafe`. io_uring was not measured (left for later).
+
+mod config;
+mod engine;
+mod format;
+mod hash;
+mod index;
+mod log;
+mod pool;
+mod recover;
+mod segment;
+mod writer;
+
+pub use config::{DiskConfig, DiskStats};
+pub use engine::DiskEngine;
+pub(crate) use engine::{Demoted, DiskRecord};
+pub(crate) use pool::ReadPool;
+
+/// Segment ids in `dir` (tests of the layers above).
+#[cfg(test)]
+pub(crate) fn segment_ids(dir: &std::path::Path) -> Vec<u32> {
+    segment::list(dir).unwrap()
+}
+
+#[cfg(test)]
+mod bench_tests;
+#[cfg(test)]
+mod kill_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,142 @@
+//! Segment files: naming, listing, reading summaries, scanning records, sealing.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::format::{
+    decode_summary, encode_summary, parse_footer, split_prefix, verify_chunks, verify_prefix,
+    Header, SummaryEntry, FOOTER_LEN, HEADER_LEN, KIND_OBJECT, SUMMARY_ENTRY,
+};
+use super::hash::siphash13;
+
+/// An open segment file. Reads go through `file` with `pread`, so a reader holding the
+/// `Arc` keeps reading the bytes it located even after the file is reclaimed (unlinked).
+#[derive(Debug)]
+pub(crate) struct SegFile {
+    pub(crate) id: u32,
+    pub(crate) file: File,
+}
+
+pub(crate) fn seg_path(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("{id:08x}.seg"))
+}
+
+/// Segment ids found in `dir`, ascending.
+pub(crate) fn list(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut ids = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".seg")) else {
+            continue;
+        };
+        if let Ok(id) = u32::from_str_radix(stem, 16) {
+            if stem.len() == 8 {
+                ids.push(id);
+            }
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(create)
+        .open(seg_path(dir, id))?;
+    Ok(SegFile { id, file })
+}
+
+/// Reads exactly `buf.len()` bytes at `at`, or fails (short file = `UnexpectedEof`).
+pub(crate) fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
+    file.read_exact_at(buf, at)
+}
+
+/// The summary of a sealed segment, or `None` if it has no valid footer and summary.
+pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
+    let size = seg.file.metadata()?.len();
+    if size < FOOTER_LEN as u64 {
+        return Ok(None);
+    }
+    let mut footer = [0u8; FOOTER_LEN];
+    read_at(&seg.file, &mut footer, size - FOOTER_LEN as u64)?;
+    let Some((count, summary_at)) = parse_footer(&footer, seg.id) else {
+        return Ok(None);
+    };
+    let len = count
+        .checked_mul(SUMMARY_ENTRY as u64)
+        .map(|n| n + FOOTER_LEN as u64);
+    if len.is_none_or(|len| summary_at.checked_add(len) != Some(size)) {
+        return Ok(None);
+    }
+    let mut b = vec![0u8; (size - summary_at) as usize];
+    read_at(&seg.file, &mut b, summary_at)?;
+    Ok(decode_summary(&b).map(|e| (e, summary_at)))
+}
+
+/// Scans records from `from` until the first one that is torn or fails its checksums;
+/// returns the valid records and where they end. Reads the data (the records' bodies are
+/// verified too): used only for the one segment that was being written, or a damaged one.
+pub(crate) fn scan(
+    seg: &SegFile,
+    key: (u64, u64),
+    from: u64,
+) -> io::Result<(Vec<SummaryEntry>, u64)> {
+    let size = seg.file.metadata()?.len();
+    let mut entries = Vec::new();
+    let mut at = from;
+    let mut header = [0u8; HEADER_LEN];
+    while at + HEADER_LEN as u64 <= size {
+        read_at(&seg.file, &mut header, at)?;
+        let Some(h) = Header::parse(&header) else {
+            break;
+        };
+        let len = h.record_len();
+        if at.checked_add(len).is_none_or(|end| end > size) {
+            break;
+        }
+        let mut rec = vec![0u8; len as usize];
+        read_at(&seg.file, &mut rec, at)?;
+        if !record_ok(&h, &rec) {
+            break;
+        }
+        let primary = split_prefix(&h, &rec).primary;
+        entries.push(SummaryEntry {
+            hash: siphash13(key, primary),
+            seq: h.seq,
+            offset: at,
+            len,
+            kind: h.kind,
+        });
+        at += len;
+    }
+    Ok((entries, at))
+}
+
+fn record_ok(h: &Header, rec: &[u8]) -> bool {
+    let Some(v) = verify_prefix(rec) else {
+        return false;
+    };
+    if v != *h {
+        return false;
+    }
+    if h.kind != KIND_OBJECT {
+        return true;
+    }
+    let p = split_prefix(h, rec);
+    let start = h.prefix_len() as usize;
+    verify_chunks(p.chunk_crcs, 0, &rec[start..start + h.body_len as usize])
+}
+
+/// Writes the summary and footer after the records ending at `end`, cutting off anything
+/// beyond (a torn tail), and syncs: the segment is sealed. Returns the file's new size.
+pub(crate) fn seal(seg: &SegFile, end: u64, entries: &[SummaryEntry]) -> io::Result<u64> {
+    let summary = encode_summary(seg.id, end, entries);
+    seg.file.set_len(end)?;
+    seg.file.write_all_at(&summary, end)?;
+    seg.file.sync_data()?;
+    Ok(end + summary.len() as u64)
+}

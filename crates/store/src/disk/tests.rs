@@ -1,0 +1,360 @@
+//! Engine tests: round trips, restarts, torn writes, bit flips, lost files, space, faults.
+
+use std::borrow::Cow;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::engine::{Demoted, DiskEngine};
+use super::segment;
+use super::DiskConfig;
+
+pub(crate) struct TestObj {
+    pub(crate) head: Bytes,
+    pub(crate) body: Vec<Bytes>,
+}
+
+impl Demoted for TestObj {
+    fn secondary(&self) -> &[u8] {
+        b""
+    }
+    fn head(&self) -> &[u8] {
+        &self.head
+    }
+    fn encode_meta(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"meta");
+    }
+    fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {
+        Ok(Cow::Borrowed(&self.body))
+    }
+    fn disk_size(&self) -> u64 {
+        self.body.iter().map(|b| b.len() as u64).sum::<u64>() + 128
+    }
+}
+
+/// The body every test writes for `key`: a function of the key, so any body read back can
+/// be checked byte for byte without remembering what was written.
+pub(crate) fn body_for(key: &str) -> Vec<u8> {
+    let seed = super::hash::siphash13((7, 7), key.as_bytes());
+    let len = 100 + (seed % 9000) as usize;
+    (0..len)
+        .map(|i| (seed >> (i % 56)) as u8 ^ i as u8)
+        .collect()
+}
+
+pub(crate) fn put(e: &DiskEngine, key: &str) {
+    assert!(try_put(e, key, body_for(key)), "queued {key}");
+}
+
+fn try_put(e: &DiskEngine, key: &str, body: Vec<u8>) -> bool {
+    let obj = TestObj {
+        head: Bytes::from(format!("HEAD {key}")),
+        body: body.chunks(3000).map(Bytes::copy_from_slice).collect(),
+    };
+    e.enqueue_write(Bytes::copy_from_slice(key.as_bytes()), Arc::new(obj))
+}
+
+/// `Some(true)`: found and byte-identical; `None`: a miss; panics on a wrong byte.
+pub(crate) fn check(e: &DiskEngine, key: &str) -> Option<bool> {
+    let recs = e.read_all(key.as_bytes());
+    let rec = recs.iter().max_by_key(|r| r.seq)?;
+    assert_eq!(rec.head, format!("HEAD {key}").as_bytes(), "head of {key}");
+    assert_eq!(&rec.meta[..], b"meta");
+    let body: Vec<u8> = rec.body.iter().flat_map(|b| b.iter().copied()).collect();
+    assert!(
+        body == body_for(key),
+        "body of {key} differs from what was written"
+    );
+    Some(true)
+}
+
+/// Like `check` for the tiny records of `crashed_log`.
+fn check_small(e: &DiskEngine, key: &str) -> bool {
+    let recs = e.read_all(key.as_bytes());
+    let Some(rec) = recs.iter().max_by_key(|r| r.seq) else {
+        return false;
+    };
+    let body: Vec<u8> = rec.body.iter().flat_map(|b| b.iter().copied()).collect();
+    assert!(rec.head == format!("HEAD {key}").as_bytes() && body == key.as_bytes().repeat(8));
+    true
+}
+
+pub(crate) fn cfg(dir: &Path) -> DiskConfig {
+    DiskConfig {
+        segment_bytes: 64 << 10,
+        write_buffer_bytes: 16 << 10,
+        flush_interval: Duration::from_millis(50),
+        ..DiskConfig::new(dir, 4 << 20)
+    }
+}
+
+fn open(c: DiskConfig) -> DiskEngine {
+    let e = DiskEngine::open(c).expect("open");
+    assert!(e.wait_loaded(Duration::from_secs(10)));
+    e
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn round_trip_and_clean_restart_from_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..100 {
+        put(&e, &format!("k{i}"));
+    }
+    e.sync(false);
+    for i in 0..100 {
+        assert_eq!(check(&e, &format!("k{i}")), Some(true), "k{i}");
+    }
+    assert_eq!(check(&e, "absent"), None);
+    assert_eq!(e.purge(b"k7"), 1);
+    assert_eq!(check(&e, "k7"), None);
+    e.close();
+    drop(e);
+    let e = open(cfg(dir.path()));
+    assert_eq!(e.stats().objects, 99);
+    for i in (0..100).filter(|&i| i != 7) {
+        assert_eq!(
+            check(&e, &format!("k{i}")),
+            Some(true),
+            "k{i} after restart"
+        );
+    }
+    assert_eq!(check(&e, "k7"), None, "a purge survives a restart");
+}
+
+#[test]
+fn crash_loses_at_most_the_buffer_and_purges_survive() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..200 {
+        put(&e, &format!("k{i}"));
+    }
+    e.sync(false);
+    e.purge(b"k3");
+    e.sync(false);
+    put(&e, "unflushed");
+    e.crash();
+    let e = open(cfg(dir.path()));
+    for i in (0..200).filter(|&i| i != 3) {
+        assert_eq!(check(&e, &format!("k{i}")), Some(true), "k{i} was flushed");
+    }
+    assert_eq!(check(&e, "k3"), None);
+    // Written after the crash, on top of the recovered log.
+    put(&e, "after");
+    e.sync(false);
+    assert_eq!(check(&e, "after"), Some(true));
+}
+
+#[test]
+fn space_stays_within_size_and_hot_records_are_reinserted() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path());
+    let size = c.size_bytes;
+    let e = open(c);
+    put(&e, "hot");
+    e.sync(false);
+    for round in 0..6 {
+        assert_eq!(
+            check(&e, "hot"),
+            Some(true),
+            "hot kept by re-insertion, round {round}"
+        );
+        for i in 0..300 {
+            put(&e, &format!("cold{round}-{i}"));
+            if i % 50 == 0 {
+                e.sync(false);
+            }
+        }
+        e.sync(true);
+        assert!(
+            dir_bytes(dir.path()) <= size,
+            "{} > {size}",
+            dir_bytes(dir.path())
+        );
+    }
+    let s = e.stats();
+    assert!(s.reinserted >= 1, "{s:?}");
+    assert_eq!(check(&e, "cold0-0"), None, "the oldest cold records went");
+    assert_eq!(check(&e, "cold5-299"), Some(true));
+}
+
+/// Builds a log whose last segment is unsealed (a crash mid-write) and returns its path.
+fn crashed_log(dir: &Path, keys: usize) -> std::path::PathBuf {
+    let e = open(cfg(dir));
+    for i in 0..keys {
+        let key = format!("k{i}");
+        assert!(try_put(&e, &key, key.as_bytes().repeat(8)));
+    }
+    e.sync(false);
+    e.crash();
+    let last = *segment::list(dir).unwrap().last().unwrap();
+    segment::seg_path(dir, last)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn torn_write_at_every_offset_of_the_last_segment_is_never_served() {
+    let base = tempfile::tempdir().unwrap();
+    let last = crashed_log(base.path(), 4);
+    let full = std::fs::metadata(&last).unwrap().len();
+    let name = last.file_name().unwrap().to_owned();
+    let mut found_at = Vec::new();
+    assert!(full < 1024, "a small segment: {full} bytes");
+    for cut in 0..=full {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join(&name))
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        let e = open(cfg(dir.path()));
+        let found = (0..4).filter(|i| check_small(&e, &format!("k{i}"))).count();
+        found_at.push(found);
+        assert!(dir_bytes(dir.path()) <= cfg(dir.path()).size_bytes);
+    }
+    assert_eq!(found_at.first(), Some(&0));
+    assert_eq!(found_at.last(), Some(&4));
+    assert!(
+        found_at.windows(2).all(|w| w[0] <= w[1]),
+        "a longer prefix never loses records"
+    );
+}
+
+#[test]
+fn random_bit_flips_are_misses_never_wrong_bytes() {
+    let base = tempfile::tempdir().unwrap();
+    let e = open(cfg(base.path()));
+    for i in 0..150 {
+        put(&e, &format!("k{i}"));
+    }
+    e.close();
+    drop(e);
+    let mut rng = 0x1234_5678_9abc_def0u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut misses = 0;
+    for _trial in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        for id in segment::list(dir.path()).unwrap() {
+            let path = segment::seg_path(dir.path(), id);
+            let mut b = std::fs::read(&path).unwrap();
+            for _ in 0..8 {
+                let at = (next() % b.len() as u64) as usize;
+                b[at] ^= 1 << (next() % 8);
+            }
+            std::fs::write(&path, b).unwrap();
+        }
+        let e = open(cfg(dir.path()));
+        misses += (0..150)
+            .filter(|i| check(&e, &format!("k{i}")).is_none())
+            .count();
+    }
+    assert!(misses > 0, "the flips must have hit something");
+}
+
+#[test]
+fn deleted_and_truncated_segments_and_a_damaged_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..150 {
+        put(&e, &format!("k{i}"));
+    }
+    e.close();
+    drop(e);
+    let ids = segment::list(dir.path()).unwrap();
+    assert!(ids.len() >= 3);
+    std::fs::remove_file(segment::seg_path(dir.path(), ids[0])).unwrap();
+    let p = segment::seg_path(dir.path(), ids[1]);
+    let len = std::fs::metadata(&p).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let e = open(cfg(dir.path()));
+    let found = (0..150)
+        .filter(|i| check(&e, &format!("k{i}")).is_some())
+        .count();
+    assert!(found > 0 && found < 150, "{found}");
+    e.close();
+    drop(e);
+    let ck = dir.path().join("checkpoint");
+    let mut b = std::fs::read(&ck).unwrap();
+    let at = b.len() / 2;
+    b[at] ^= 0x10;
+    std::fs::write(&ck, b).unwrap();
+    let e = open(cfg(dir.path()));
+    let again = (0..150)
+        .filter(|i| check(&e, &format!("k{i}")).is_some())
+        .count();
+    assert_eq!(
+        again, found,
+        "without a checkpoint the summaries give the same index"
+    );
+}
+
+#[test]
+fn directory_gone_fails_the_disk_without_panicking() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put(&e, "a");
+    e.sync(false);
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    for i in 0..50 {
+        try_put(&e, &format!("k{i}"), vec![1; 5000]);
+    }
+    e.sync(true);
+    let s = e.stats();
+    assert_eq!(s.failed, 1, "{s:?}");
+    assert!(s.faults >= 1);
+    assert_eq!(check(&e, "a"), None, "a failed disk serves nothing");
+    assert!(!e.enqueue_write(
+        Bytes::from_static(b"x"),
+        Arc::new(TestObj {
+            head: Bytes::new(),
+            body: vec![]
+        })
+    ));
+}
+
+#[test]
+fn write_budget_skips_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(DiskConfig {
+        write_budget_bytes_per_day: Some(20_000),
+        ..cfg(dir.path())
+    });
+    for i in 0..20 {
+        put(&e, &format!("k{i}"));
+    }
+    e.sync(false);
+    let s = e.stats();
+    assert!(
+        s.budget_skips > 0 && s.write_bytes <= 20_000 + 16 * 1024,
+        "{s:?}"
+    );
+}

@@ -1,0 +1,261 @@
+//! The writer thread: the aggregation buffer, segment rotation, FIFO reclaim with
+//! re-insertion of hot records, tombstones, flushes and checkpoints.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::engine::{Cmd, Shared};
+use super::format::{RecordParts, SummaryEntry, KIND_OBJECT, KIND_TOMBSTONE};
+use super::index::Loc;
+use super::segment::SegFile;
+
+/// The segment being written.
+pub(super) struct Active {
+    pub(super) seg: Arc<SegFile>,
+    /// Bytes reserved for it in the space accounting.
+    pub(super) limit: u64,
+    /// Logical end: records written plus those in the buffer.
+    pub(super) end: u64,
+    /// File offset of `buf[0]`.
+    pub(super) buf_at: u64,
+    pub(super) summary: Vec<SummaryEntry>,
+}
+
+pub(crate) struct Writer {
+    pub(crate) shared: Arc<Shared>,
+    pub(super) active: Option<Active>,
+    pub(super) buf: Vec<u8>,
+    /// Index entries for records in `buf`, applied once the buffer is written.
+    pub(super) pending: Vec<(u64, Loc)>,
+    pub(crate) seq: u64,
+    pub(crate) next_seg: u32,
+    /// Sealed segments (id -> file size), oldest first: the FIFO.
+    pub(crate) sealed: BTreeMap<u32, u64>,
+    /// Hot records taken out of reclaimed segments, to re-append at the head.
+    pub(super) reinsert: Vec<Vec<u8>>,
+    pub(super) last_flush: Instant,
+    last_checkpoint: Instant,
+    pub(super) bytes_since_checkpoint: u64,
+    budget_window: (Instant, u64),
+}
+
+pub(crate) fn run(shared: Arc<Shared>) {
+    let mut w = Writer {
+        shared,
+        active: None,
+        buf: Vec::new(),
+        pending: Vec::new(),
+        seq: 1,
+        next_seg: 0,
+        sealed: BTreeMap::new(),
+        reinsert: Vec::new(),
+        last_flush: Instant::now(),
+        last_checkpoint: Instant::now(),
+        bytes_since_checkpoint: 0,
+        budget_window: (Instant::now(), 0),
+    };
+    if let Err(e) = super::recover::recover(&mut w) {
+        w.shared.fault("recovery", &e);
+    }
+    w.shared.counters.loading.store(false, Relaxed);
+    w.publish_bytes();
+    w.serve();
+}
+
+impl Writer {
+    fn serve(&mut self) {
+        loop {
+            let cmd = {
+                let mut q = self.shared.lock_queue();
+                loop {
+                    if let Some(cmd) = q.cmds.pop_front() {
+                        take_accounting(&mut q, &cmd);
+                        break Some(cmd);
+                    }
+                    let interval = self.shared.cfg.flush_interval;
+                    let waited = self.last_flush.elapsed();
+                    if !self.buf.is_empty() && waited >= interval {
+                        break None;
+                    }
+                    let timeout = if self.buf.is_empty() {
+                        interval
+                    } else {
+                        interval - waited
+                    };
+                    let (guard, res) = self
+                        .shared
+                        .wake
+                        .wait_timeout(q, timeout)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    q = guard;
+                    if res.timed_out() && q.cmds.is_empty() {
+                        // Let `handle` flush or checkpoint when due.
+                        break None;
+                    }
+                }
+            };
+            #[cfg(test)]
+            if matches!(cmd, Some(Cmd::Crash)) {
+                return;
+            }
+            let shutdown = matches!(cmd, Some(Cmd::Shutdown));
+            if let Err(e) = self.handle(cmd) {
+                self.shared.fault("write", &e);
+            }
+            if shutdown {
+                return;
+            }
+        }
+    }
+
+    fn handle(&mut self, cmd: Option<Cmd>) -> io::Result<()> {
+        let failed = self.shared.failed();
+        match cmd {
+            Some(Cmd::Write {
+                hash,
+                primary,
+                object,
+                ..
+            }) if !failed => {
+                let mut meta = Vec::new();
+                object.encode_meta(&mut meta);
+                let body = object.body_chunks()?;
+                let size = object.disk_size();
+                if !self.budget_allows(size) {
+                    self.shared.counters.budget_skips.fetch_add(1, Relaxed);
+                    return Ok(());
+                }
+                let parts = RecordParts {
+                    seq: 0,
+                    kind: KIND_OBJECT,
+                    primary: &primary,
+                    secondary: object.secondary(),
+                    meta: &meta,
+                    head: object.head(),
+                    body: &body,
+                };
+                self.append(hash, parts)?;
+            }
+            Some(Cmd::Tombstone { hash, primary }) if !failed => {
+                self.pending.retain(|(h, _)| *h != hash);
+                let parts = RecordParts {
+                    seq: 0,
+                    kind: KIND_TOMBSTONE,
+                    primary: &primary,
+                    secondary: &[],
+                    meta: &[],
+                    head: &[],
+                    body: &[],
+                };
+                self.append(hash, parts)?;
+                // A purge must survive a kill -9: write it now rather than within a second.
+                self.flush()?;
+            }
+            Some(Cmd::Sync(checkpoint, done)) => {
+                if !failed {
+                    self.flush()?;
+                    if checkpoint {
+                        self.checkpoint()?;
+                    }
+                }
+                let _ = done.send(());
+            }
+            Some(Cmd::Shutdown) if !failed => {
+                self.flush()?;
+                self.seal_active()?;
+                self.checkpoint()?;
+            }
+            _ => {}
+        }
+        if !self.shared.failed() {
+            if !self.buf.is_empty() && self.last_flush.elapsed() >= self.shared.cfg.flush_interval {
+                self.flush()?;
+            }
+            let due = self.last_checkpoint.elapsed() >= self.shared.cfg.checkpoint_interval
+                || self.bytes_since_checkpoint >= self.shared.cfg.checkpoint_every_bytes;
+            if due && self.bytes_since_checkpoint > 0 {
+                self.flush()?;
+                self.checkpoint()?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn budget_allows(&mut self, size: u64) -> bool {
+        let Some(budget) = self.shared.cfg.write_budget_bytes_per_day else {
+            return true;
+        };
+        let (start, used) = &mut self.budget_window;
+        if start.elapsed() >= Duration::from_secs(86_400) {
+            (*start, *used) = (Instant::now(), 0);
+        }
+        if *used + size > budget {
+            return false;
+        }
+        *used += size;
+        true
+    }
+
+    pub(super) fn checkpoint(&mut self) -> io::Result<()> {
+        let mark = match &self.active {
+            Some(a) => (a.seg.id, a.end),
+            None => (self.next_seg, 0),
+        };
+        super::recover::write_checkpoint(&self.shared, mark, self.seq)?;
+        self.last_checkpoint = Instant::now();
+        self.bytes_since_checkpoint = 0;
+        Ok(())
+    }
+
+    pub(crate) fn publish_bytes(&self) {
+        let active = self.active.as_ref().map_or(0, |a| a.limit);
+        self.shared
+            .counters
+            .bytes
+            .store(self.sealed.values().sum::<u64>() + active, Relaxed);
+    }
+
+    /// Re-indexes a record found by recovery.
+    pub(crate) fn recovered(&mut self, seg: u32, e: &SummaryEntry) {
+        self.seq = self.seq.max(e.seq + 1);
+        if e.kind == KIND_TOMBSTONE {
+            self.shared.index.remove_all(e.hash);
+            return;
+        }
+        let purged = self
+            .shared
+            .purged_while_loading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !purged.contains(&e.hash) {
+            self.shared.index.insert(
+                e.hash,
+                Loc {
+                    seg,
+                    offset: e.offset,
+                    len: e.len,
+                    hit: false,
+                },
+            );
+        }
+    }
+}
+
+/// The queue's books for a command the writer takes.
+fn take_accounting(q: &mut super::engine::Queue, cmd: &Cmd) {
+    match cmd {
+        Cmd::Write { size, .. } => q.write_bytes -= size,
+        Cmd::Tombstone { hash, .. } => {
+            if let Some(n) = q.tombstones.get_mut(hash) {
+                *n -= 1;
+                if *n == 0 {
+                    q.tombstones.remove(hash);
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,194 @@
+//! The tiered store: the conformance suite, plus demotion, disk hits, hand-over on a bad
+//! disk copy, restart and purge.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::conformance::{
+    self, any, body_of, expect_hit, expect_miss, pattern, read_all, runtime, store_object,
+    write_body, Meta,
+};
+use crate::{
+    DiskConfig, FillError, Lookup, Object, Store, StoreConfig, StoreStats, TieredConfig,
+    TieredStore,
+};
+
+/// A tiered store with its disk directory, removed with it.
+pub(crate) struct Tiered {
+    pub(crate) store: TieredStore<Meta>,
+    pub(crate) dir: tempfile::TempDir,
+}
+
+fn disk_cfg(dir: &std::path::Path) -> DiskConfig {
+    DiskConfig {
+        segment_bytes: 256 << 10,
+        write_buffer_bytes: 64 << 10,
+        flush_interval: Duration::from_millis(20),
+        ..DiskConfig::new(dir, 16 << 20)
+    }
+}
+
+pub(crate) fn tiered_in(dir: tempfile::TempDir, budget: u64, max: u64, shards: usize) -> Tiered {
+    let memory = StoreConfig {
+        budget_bytes: budget,
+        max_object_bytes: max,
+        shards,
+        ..StoreConfig::default()
+    };
+    let store = TieredStore::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    Tiered { store, dir }
+}
+
+pub(crate) fn tiered(budget: u64, max: u64) -> Tiered {
+    tiered_in(tempfile::tempdir().unwrap(), budget, max, 1)
+}
+
+impl Store<Meta> for Tiered {
+    fn lookup(&self, primary: &[u8], select: &dyn Fn(&Object<Meta>) -> bool) -> Lookup<Meta> {
+        self.store.lookup(primary, select)
+    }
+    fn lookup_no_fill(
+        &self,
+        primary: &[u8],
+        select: &dyn Fn(&Object<Meta>) -> bool,
+    ) -> Option<Arc<Object<Meta>>> {
+        Store::lookup_no_fill(&self.store, primary, select)
+    }
+    fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<Meta>) -> bool) -> Lookup<Meta> {
+        Store::refresh(&self.store, primary, select)
+    }
+    fn purge(&self, primary: &[u8]) -> usize {
+        Store::purge(&self.store, primary)
+    }
+    fn remove_variant(&self, primary: &[u8], secondary: &[u8]) -> bool {
+        Store::remove_variant(&self.store, primary, secondary)
+    }
+    fn update(
+        &self,
+        primary: &[u8],
+        old: &Arc<Object<Meta>>,
+        head: Bytes,
+        meta: Meta,
+    ) -> Option<Arc<Object<Meta>>> {
+        Store::update(&self.store, primary, old, head, meta)
+    }
+    fn stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+}
+
+mod suite {
+    use super::tiered;
+    crate::conformance::conformance_suite!(tiered);
+}
+
+/// Stores `key`, hits it (so it earns a disk place), then pushes it out of memory.
+fn demote(t: &Tiered, key: &[u8], body: &[u8]) {
+    conformance::expect_stored(store_object(t, key, b"", body, 5));
+    expect_hit(t.lookup(key, &any));
+    conformance::expect_stored(store_object(t, b"/once", b"", &pattern(100, 1), 0));
+    // Fillers hit once each reach the main queue too and push the key out of it.
+    for i in 0..64 {
+        let filler = format!("/filler/{key:?}/{i}");
+        conformance::expect_stored(store_object(
+            t,
+            filler.as_bytes(),
+            b"",
+            &pattern(4000, 2),
+            0,
+        ));
+        assert!(t.lookup(filler.as_bytes(), &any).is_hit());
+    }
+    assert!(
+        Store::lookup_no_fill(&t.store, key, &any).is_none(),
+        "pushed out of memory"
+    );
+    t.store.disks()[0].sync(false);
+}
+
+async fn read_pending(t: &Tiered, key: &[u8]) -> Result<(Bytes, Vec<u8>, Meta), FillError> {
+    let Lookup::Pending(mut reader) = t.lookup(key, &any) else {
+        panic!("expected a disk read for {key:?}");
+    };
+    let head = reader.head().await?;
+    let (body, end) = read_all(&mut reader).await;
+    end?;
+    Ok((head.object.head().clone(), body, *head.object.meta()))
+}
+
+#[test]
+fn an_earned_eviction_is_served_from_disk_then_from_memory() {
+    let t = tiered(64 << 10, 32 << 10);
+    let body = pattern(20_000, 3);
+    demote(&t, b"/hot", &body);
+    // A one-hit wonder leaves memory without a disk copy.
+    assert!(matches!(t.lookup(b"/once", &any), Lookup::Miss(_)));
+    let got = runtime()
+        .block_on(read_pending(&t, b"/hot"))
+        .expect("served from disk");
+    assert_eq!(
+        (got.0, got.1, got.2),
+        (conformance::head("t"), body.clone(), 5)
+    );
+    let hit = expect_hit(t.lookup(b"/hot", &any));
+    assert_eq!(body_of(&hit), body, "promoted back into memory");
+    let s = t.stats();
+    assert!(s.disk_hits >= 1 && s.disk_writes >= 1, "{s:?}");
+}
+
+#[test]
+fn a_corrupt_disk_copy_hands_the_fill_to_the_requester() {
+    let t = tiered(64 << 10, 32 << 10);
+    demote(&t, b"/bad", &pattern(20_000, 4));
+    for id in crate::disk::segment_ids(t.dir.path()) {
+        let path = t.dir.path().join(format!("{id:08x}.seg"));
+        let mut b = std::fs::read(&path).unwrap();
+        for byte in b.iter_mut() {
+            *byte ^= 0x5a;
+        }
+        std::fs::write(&path, b).unwrap();
+    }
+    runtime().block_on(async {
+        let Lookup::Pending(mut reader) = t.lookup(b"/bad", &any) else {
+            panic!("expected a disk read");
+        };
+        assert_eq!(reader.head().await.err(), Some(FillError::Released));
+        let writer = reader.take_writer().expect("the fill is handed over");
+        let fresh = pattern(300, 9);
+        conformance::expect_stored(write_body(writer, "origin", 6, b"", &fresh, 100));
+        let hit = expect_hit(t.lookup(b"/bad", &any));
+        assert_eq!(
+            (body_of(&hit), *hit.meta()),
+            (fresh, 6),
+            "the origin's response is stored"
+        );
+    });
+    assert!(t.stats().disk_checksum_failures >= 1);
+}
+
+#[test]
+fn disk_copies_survive_a_restart_and_purge_removes_them() {
+    let body = pattern(9000, 5);
+    let t = tiered_in(tempfile::tempdir().unwrap(), 64 << 10, 32 << 10, 1);
+    demote(&t, b"/keep", &body);
+    demote(&t, b"/gone", &body);
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    let t = tiered_in(dir, 64 << 10, 32 << 10, 1);
+    assert!(t.stats().disk_objects >= 2);
+    let got = runtime()
+        .block_on(read_pending(&t, b"/keep"))
+        .expect("kept across restart");
+    assert_eq!(got.1, body);
+    assert!(t.purge(b"/gone") >= 1);
+    expect_miss(t.lookup(b"/gone", &any));
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    let t = tiered_in(dir, 64 << 10, 32 << 10, 1);
+    expect_miss(t.lookup(b"/gone", &any));
+}
