@@ -52,7 +52,7 @@ pub use h2_origin::{NginxEntry, NginxOrigin};
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};
 pub use origin_cache_routes::REVALIDATE_BODY;
-pub use pattern::{fill_pattern, pattern, sha256_hex};
+pub use pattern::{fill_pattern, keyed_body, pattern, sha256_hex};
 pub use raw_client::RawClient;
 pub use squid_line::SquidLine;
 pub use tls::{openssl_with_input, python, served_subject, TestCert};

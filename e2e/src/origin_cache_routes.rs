@@ -13,6 +13,7 @@
 //! | `/fields-from-request/...` | 200 with a `Date` (now) and, for every request field `X-Set-NAME: VALUE`, a response field `NAME: VALUE` (how a test chooses Cache-Control, CDN-Cache-Control, ... per request), body `METHOD TARGET` |
 //! | `/posted/...` | 200, max-age=60, `Content-Location:` the request's target (a POST's answer a later GET may reuse, RFC 9110 §9.3.3), body `METHOD TARGET` |
 //! | `/posted-elsewhere/...` | the same with `Content-Location: /elsewhere` |
+//! | `/keyed/SIZE/ID` | 200, max-age=3600, `X-Body-Digest` (SHA-256, hex), body `pattern::keyed_body(ID, SIZE)`: a body no other key has |
 //! | `/revalidate/...` | with `If-None-Match: "v1"`: 304, `ETag: "v1"`, `X-Version: 2`, max-age=60; otherwise 200, max-age=1, `ETag: "v1"`, `X-Version: 1` |
 
 use std::io::{self, Write};
@@ -52,6 +53,18 @@ pub(crate) fn respond(
             let fields = format!("{cc}ETag: \"cc\"\r\nDate: {date}\r\nX-Origin-Date: {date}\r\n");
             let text = format!("{} {}", req.method, req.target);
             fixed(out, 200, &common, &fields, text.as_bytes(), head_only)
+        }
+        "keyed" => {
+            let mut parts = rest.split('/');
+            let size = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let id = parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            let body = crate::pattern::keyed_body(id, size);
+            let fields = format!(
+                "Cache-Control: max-age=3600\r\nX-Body-Digest: {}\r\nDate: {}\r\n",
+                crate::pattern::sha256_hex(&body),
+                http_date(SystemTime::now())
+            );
+            fixed(out, 200, &common, &fields, &body, head_only)
         }
         "fields-from-request" => {
             let mut fields = format!("Date: {}\r\n", http_date(SystemTime::now()));

@@ -59,6 +59,18 @@ pub(crate) fn hex(digest: &[u8]) -> String {
     s
 }
 
+/// The body of the origin's `/keyed/SIZE/ID` route: `SIZE` bytes (at least the prefix) that
+/// start with `ID=<id>;` and go on with the pattern from an offset chosen by the id, so no two
+/// ids share a body and a response served for the wrong key is always caught.
+pub fn keyed_body(id: u64, size: usize) -> Vec<u8> {
+    let prefix = format!("ID={id};");
+    let mut body = vec![0u8; size.max(prefix.len())];
+    body[..prefix.len()].copy_from_slice(prefix.as_bytes());
+    let at = prefix.len();
+    fill_pattern((id as usize).wrapping_mul(7919), &mut body[at..]);
+    body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

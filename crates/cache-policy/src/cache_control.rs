@@ -140,6 +140,39 @@ pub struct ResponseCacheControl {
 }
 
 impl ResponseCacheControl {
+    /// The directives as `crate::persist` keeps them: the flags, then each number (a
+    /// presence bit in the top bit of a u32 would collide with real values, so an absent
+    /// number is `u32::MAX` and a present one is capped below it).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        for n in [
+            self.max_age,
+            self.s_maxage,
+            self.stale_while_revalidate,
+            self.stale_if_error,
+        ] {
+            let n = n.map_or(u32::MAX, |n| n.min(u32::MAX - 1));
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        // Five u32 slots are reserved in the format; the fifth is unused (zero).
+        out.extend_from_slice(&0u32.to_le_bytes());
+    }
+
+    /// What [`ResponseCacheControl::encode`] wrote.
+    pub(crate) fn decode(r: &mut crate::persist::Reader<'_>) -> Option<Self> {
+        let flags = r.u16()?;
+        let mut number = || r.u32().map(|n| (n != u32::MAX).then_some(n));
+        let cc = ResponseCacheControl {
+            flags,
+            max_age: number()?,
+            s_maxage: number()?,
+            stale_while_revalidate: number()?,
+            stale_if_error: number()?,
+        };
+        r.u32()?;
+        Some(cc)
+    }
+
     const PUBLIC: u16 = 1 << 0;
     const PRIVATE: u16 = 1 << 1;
     const PRIVATE_FIELDS: u16 = 1 << 2;

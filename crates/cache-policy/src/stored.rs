@@ -82,13 +82,7 @@ impl StoredMeta {
             last_modified_raw.and_then(|lm| crate::dates::parse_http_date(lm, response_time));
         let age = AgeHeader::parse(response);
         let vary = Vary::parse(response);
-        let content_language = if vary.names_field(b"accept-language") {
-            response
-                .first_named(b"content-language")
-                .map(Bytes::copy_from_slice)
-        } else {
-            None
-        };
+        let content_language = kept_content_language(&vary, response);
         let content_length = response
             .first(HeaderId::ContentLength)
             .and_then(parse_content_length);
@@ -200,13 +194,22 @@ impl StoredMeta {
 }
 
 /// `Content-Length = 1*DIGIT` (RFC 9110 §8.6); `None` if invalid or too big.
-fn parse_content_length(value: &[u8]) -> Option<u64> {
+pub(crate) fn parse_content_length(value: &[u8]) -> Option<u64> {
     if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }
     value.iter().try_fold(0u64, |n, &d| {
         n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
     })
+}
+
+/// `Content-Language`, kept only when the response varies on `Accept-Language` (see
+/// [`crate::vary_matches`]).
+pub(crate) fn kept_content_language<P: Fields>(vary: &Vary, response: &P) -> Option<Bytes> {
+    vary.names_field(b"accept-language")
+        .then(|| response.first_named(b"content-language"))
+        .flatten()
+        .map(Bytes::copy_from_slice)
 }
 
 #[cfg(test)]

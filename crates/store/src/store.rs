@@ -57,6 +57,9 @@ pub trait Store<M>: Send + Sync {
     ) -> Option<Arc<Object<M>>>;
     /// Counter snapshot.
     fn stats(&self) -> StoreStats;
+    /// Makes what the store holds durable before the process exits (a disk tier flushes and
+    /// checkpoints); lookups may continue meanwhile. Nothing to do for memory alone.
+    fn close(&self) {}
 }
 
 /// A selector accepting the variant whose secondary key equals `secondary` (the common

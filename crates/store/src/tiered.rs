@@ -47,6 +47,16 @@ pub trait Persist: Sized {
     fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self>;
 }
 
+/// Shared metadata persists as what it shares (the proxy's `Meta` is an `Arc`).
+impl<T: Persist> Persist for Arc<T> {
+    fn encode(&self, out: &mut Vec<u8>) {
+        T::encode(self, out);
+    }
+    fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self> {
+        T::decode(head, bytes).map(Arc::new)
+    }
+}
+
 impl Persist for u32 {
     fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
@@ -247,7 +257,8 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         writer.hand_off();
         return;
     };
-    let mut body_writer = writer.publish_head(head, meta, secondary, BodyLength::Known(body_len));
+    let mut body_writer =
+        writer.publish_stored_head(head, meta, secondary, BodyLength::Known(body_len));
     for chunk in body {
         body_writer.append(chunk);
     }
@@ -297,5 +308,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
 
     fn stats(&self) -> StoreStats {
         TieredStore::stats(self)
+    }
+
+    fn close(&self) {
+        TieredStore::close(self);
     }
 }

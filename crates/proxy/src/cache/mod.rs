@@ -5,6 +5,7 @@
 //! come from `sepia-cache-policy` (pure functions); the pipeline decides when to call what.
 
 mod entry;
+mod persist;
 mod publish;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use nix::sys::resource::{getrlimit, Resource};
 use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
 use sepia_config::{CacheConfig, Listener};
-use sepia_store::{FileHome, MemoryStore, Store, StoreConfig};
+use sepia_store::{
+    DiskConfig, FileHome, MemoryStore, Store, StoreConfig, TieredConfig, TieredStore,
+};
 
 pub use entry::{FieldMap, Meta};
 pub use publish::{
@@ -85,25 +88,40 @@ impl Cache {
             );
         }
         let policy = policy.build().map_err(|e| e.to_string())?;
-        let store = MemoryStore::new(StoreConfig {
+        let memory = StoreConfig {
             budget_bytes: config.memory_bytes,
             max_object_bytes: config.max_object_bytes,
             body_file_min: config.sendfile_min_bytes.unwrap_or(u64::MAX),
             max_body_files: body_file_cap(),
             body_file_home: body_file_home(config)?,
             ..StoreConfig::default()
-        });
+        };
+        let store: Box<dyn Store<Meta>> = if config.disks.is_empty() {
+            Box::new(MemoryStore::new(memory))
+        } else {
+            let disks = config.disks.iter().map(disk_config).collect();
+            Box::new(TieredStore::open(TieredConfig::new(memory, disks)))
+        };
         let policies = listeners
             .iter()
             .map(|l| policy.with_targets(TargetList::new(&l.targeted_cache_control)))
             .collect();
         Ok(Some(Cache {
-            store: Box::new(store),
+            store,
             policies,
             base: policy,
             config: config.clone(),
             pieces_kept: AtomicBool::new(false),
         }))
+    }
+}
+
+/// The store's settings for one `[[cache.disk]]`: its path, size and write budget, the
+/// engine's defaults for the rest (`sepia_store::DiskConfig::new`).
+fn disk_config(disk: &sepia_config::DiskConfig) -> DiskConfig {
+    DiskConfig {
+        write_budget_bytes_per_day: disk.write_budget_per_day,
+        ..DiskConfig::new(disk.path.clone(), disk.size_bytes)
     }
 }
 

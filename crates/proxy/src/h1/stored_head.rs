@@ -44,6 +44,56 @@ pub struct HeadLayout {
 }
 
 impl HeadLayout {
+    /// The layout of a head [`build`] made, read back from its bytes (a head kept on disk):
+    /// its status code and the layout of its first `lines` field lines; one more line, the
+    /// `Via` that `build` appends, may follow them. `None` unless `head` is exactly that shape.
+    pub fn parse(head: &[u8], lines: usize) -> Option<(u16, HeadLayout)> {
+        let mut rest = head.split(|&b| b == b'\n');
+        let status_line = rest.next()?.strip_suffix(b"\r")?;
+        let after_version = status_line.strip_prefix(Version::Http11.as_bytes())?;
+        let after_version = after_version.strip_prefix(b" ")?;
+        let (code, reason) = after_version.split_at_checked(3)?;
+        let status = std::str::from_utf8(code).ok()?.parse().ok()?;
+        let reason = reason.strip_prefix(b" ")?;
+        let reason_end = status_line.len();
+        let mut spans = Vec::with_capacity(lines);
+        let mut at = status_line.len() + CRLF.len();
+        let mut extra = 0;
+        for line in rest {
+            if at == head.len() && line.is_empty() {
+                break;
+            }
+            let line = line.strip_suffix(b"\r")?;
+            let colon = line.iter().position(|&b| b == b':')?;
+            if line.get(colon + 1) != Some(&b' ') {
+                return None;
+            }
+            if spans.len() < lines {
+                spans.push(LineSpan {
+                    name: offset(at),
+                    value: offset(at + colon + 2),
+                    end: offset(at + line.len()),
+                });
+            } else {
+                extra += 1;
+            }
+            at += line.len() + CRLF.len();
+        }
+        if spans.len() != lines || extra > 1 || at != head.len() {
+            return None;
+        }
+        let layout = HeadLayout {
+            reason: (offset(reason_end - reason.len()), offset(reason_end)),
+            lines: spans.into_boxed_slice(),
+        };
+        Some((status, layout))
+    }
+
+    /// How many stored field lines the layout holds (not counting an appended `Via`).
+    pub fn lines(&self) -> usize {
+        self.lines.len()
+    }
+
     /// The stored fields, read from `head` (the head this layout was built with).
     pub fn fields<'h>(&'h self, head: &'h [u8]) -> StoredFields<'h> {
         StoredFields {
@@ -184,6 +234,38 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
             .collect()
+    }
+
+    #[test]
+    fn a_built_head_parses_back_to_the_same_layout() {
+        let lines = fields(&[
+            ("Content-Type", "text/plain"),
+            ("ETag", "\"x: y\""),
+            ("X-Empty", ""),
+        ]);
+        for via in [None, Some(&b"1.1 sepia"[..])] {
+            let (head, built) = build(203, b"Non Auth", || lines.iter().copied(), via);
+            let (status, parsed) = HeadLayout::parse(&head, 3).expect("parses");
+            assert_eq!(status, 203);
+            assert_eq!(parsed.reason(&head), b"Non Auth");
+            let (a, b) = (built.fields(&head), parsed.fields(&head));
+            assert!(a.lines().eq(b.lines()));
+            assert_eq!(
+                parsed.content_type(&head).as_deref(),
+                Some(&b"text/plain"[..])
+            );
+            // More lines than the head has, two lines past the count, or a cut head are
+            // not this shape (the count tells the appended Via from a stored field).
+            let all = 3 + usize::from(via.is_some());
+            assert!(HeadLayout::parse(&head, all + 1).is_none());
+            assert!(HeadLayout::parse(&head, 1).is_none());
+            assert!(HeadLayout::parse(&head[..head.len() - 1], 3).is_none());
+        }
+        let (head, _) = build(200, b"", || lines.iter().copied(), None);
+        assert_eq!(HeadLayout::parse(&head, 3).map(|(s, _)| s), Some(200));
+        assert!(HeadLayout::parse(b"HTTP/1.1 200 OK\r\nNoColon\r\n", 1).is_none());
+        assert!(HeadLayout::parse(b"HTTP/1.0 200 OK\r\n", 0).is_none());
+        assert!(HeadLayout::parse(b"HTTP/1.1 2x0 OK\r\n", 0).is_none());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use sepia_cache_policy::{
     RequestCacheControl, RevalidateReason,
 };
 use sepia_observe::ResultCode;
-use sepia_store::{FillWriter, Lookup, Object};
+use sepia_store::{FillError, FillReader, FillWriter, Lookup, Object};
 
 use super::background;
 use super::completion;
@@ -81,14 +81,50 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         selecting(x.cx.req, |select| cache.store.lookup(q.key, select))
     };
     match found {
-        Lookup::Hit(obj) => on_stored(x, cache, q, obj).await,
+        Lookup::Hit(obj) => on_stored(x, cache, q, obj, ResultCode::TcpMemHit).await,
         Lookup::Miss(writer) if q.rcc.only_if_cached() => {
             writer.release();
             gateway_timeout()
         }
         Lookup::Miss(writer) => miss(x, cache, q, writer).await,
-        Lookup::Pending(reader) => Box::pin(fill::collapse(x, q.dest, reader)).await,
+        Lookup::Pending(reader) => Box::pin(pending(x, cache, q, reader)).await,
     }
+}
+
+/// A fill under way for the key: another request's fetch to share, or the store replaying a
+/// copy it kept on disk, which is then judged as any stored response (fresh, stale, Vary,
+/// conditionals) and logged `TCP_HIT`, Squid's code for a hit from disk.
+async fn pending<C: Responder>(
+    x: &mut Exchange<'_, C>,
+    cache: &Cache,
+    q: &Query<'_>,
+    mut reader: FillReader<Meta>,
+) -> Outcome {
+    let wait = x.cx.state.config.timeouts.origin_first_byte;
+    let head = match tokio::time::timeout(wait, reader.head()).await {
+        Ok(Ok(head)) => head,
+        // The store could not serve the copy it started to read (a record that failed its
+        // checksum, vanished, or a failed disk): fetch through the fill's writer, for every
+        // request waiting on it, as after a miss.
+        Ok(Err(FillError::Released)) => match reader.take_writer() {
+            Some(writer) => return miss(x, cache, q, writer).await,
+            None => return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
+        },
+        _ => return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
+    };
+    if !head.stored {
+        return fill::collapse(x, q.dest, head, reader).await;
+    }
+    let obj = match tokio::time::timeout(wait, reader.into_object()).await {
+        Ok(Ok(obj)) => obj,
+        _ => return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
+    };
+    // The disk holds one variant per read (the newest); another request's Vary may not
+    // select it (RFC 9111 §4.1).
+    if !fill::selects(x.cx.req, &obj) {
+        return Box::pin(pass::pass(x, q.dest, Forward::VaryMiss)).await;
+    }
+    on_stored(x, cache, q, obj, ResultCode::TcpHit).await
 }
 
 /// Nothing stored answers a full request: fetch it, or, when a stored piece of it lacks only
@@ -111,11 +147,13 @@ async fn miss<C: Responder>(
 
 /// A stored response was found: serve it, serve it while refreshing it in the background,
 /// or revalidate it first (RFC 9111 §4.2, §4.3; RFC 5861).
+/// `hit` is the result code of a hit from where it was found.
 async fn on_stored<C: Responder>(
     x: &mut Exchange<'_, C>,
     cache: &Cache,
     q: &Query<'_>,
     obj: Arc<Object<Meta>>,
+    hit: ResultCode,
 ) -> Outcome {
     match evaluate(&obj.meta().meta, &q.rcc, q.now, q.policy) {
         Decision::StaleWhileRevalidate(f) if !q.partial => {
@@ -124,11 +162,11 @@ async fn on_stored<C: Responder>(
                 background::start(x.cx, q, &obj, writer);
             }
             let status = CacheStatus::hit(f.ttl()).with_detail("stale-while-revalidate");
-            hit::serve(x, &obj, Served::hit(q.now, status)).await
+            hit::serve(x, &obj, Served::hit(q.now, status).logged_as(hit)).await
         }
         Decision::Fresh(f) | Decision::StaleAllowed(f) | Decision::StaleWhileRevalidate(f) => {
             let status = q.hit_status(&obj.meta().meta, f.ttl());
-            hit::serve(x, &obj, Served::hit(q.now, status)).await
+            hit::serve(x, &obj, Served::hit(q.now, status).logged_as(hit)).await
         }
         Decision::GatewayTimeout => gateway_timeout(),
         Decision::Revalidate { .. } if q.partial => {
@@ -155,7 +193,7 @@ async fn refresh<C: Responder>(
 ) -> Outcome {
     match selecting(x.cx.req, |select| cache.store.refresh(q.key, select)) {
         Lookup::Miss(writer) => revalidate::revalidate(x, q, obj, writer, fwd).await,
-        Lookup::Pending(reader) => fill::collapse(x, q.dest, reader).await,
+        Lookup::Pending(reader) => Box::pin(pending(x, cache, q, reader)).await,
         Lookup::Hit(obj) => {
             let ttl = obj.meta().meta.freshness(q.now).ttl();
             let status = q.hit_status(&obj.meta().meta, ttl);

@@ -6,7 +6,7 @@ use sepia_cache_policy::{
     is_storable_stored, vary_key_of, CacheStatus, Forward, Storability, StoredMeta, VaryKey,
 };
 use sepia_observe::ResultCode;
-use sepia_store::{FillReader, FillWriter};
+use sepia_store::{FillHead, FillReader, FillWriter, Object};
 
 use super::context::{Ctx, Exchange};
 use super::destination::Destination;
@@ -172,30 +172,29 @@ pub(super) async fn relay_storing<C: Responder>(
     }
 }
 
-/// Another request is already fetching this URL: wait for its head, then stream its body as
-/// it arrives. If that response cannot be shared (released, a different Vary variant) or does
-/// not start in time, fetch on our own.
+/// Another request is already fetching this URL and its response `head` arrived: stream its
+/// body as it arrives, unless it is another Vary variant (then fetch on our own).
 pub(super) async fn collapse<C: Responder>(
     x: &mut Exchange<'_, C>,
     dest: &Destination<'_>,
-    mut reader: FillReader<Meta>,
+    head: FillHead<Meta>,
+    reader: FillReader<Meta>,
 ) -> Outcome {
-    let wait = x.cx.state.config.timeouts.origin_first_byte;
-    let head = match tokio::time::timeout(wait, reader.head()).await {
-        Ok(Ok(head)) => head,
-        _ => return Box::pin(pass::pass(x, dest, Forward::Miss)).await,
-    };
     let obj = &head.object;
-    let mut scratch = Vec::new();
-    let fields = x.cx.req.fields();
-    if !obj
-        .meta()
-        .meta
-        .vary_matches(obj.secondary(), &fields, &mut scratch)
-    {
+    if !selects(x.cx.req, obj) {
         return Box::pin(pass::pass(x, dest, Forward::VaryMiss)).await;
     }
     let now = unix_now();
     let status = CacheStatus::hit(obj.meta().meta.freshness(now).ttl()).with_collapsed();
     hit::serve_fill(x, head, reader, now, status).await
+}
+
+/// Whether `req` selects the variant `obj` (RFC 9111 §4.1): a fill found by key alone may be
+/// another variant than the request's Vary fields choose.
+pub(super) fn selects(req: &impl RequestView, obj: &Object<Meta>) -> bool {
+    let mut scratch = Vec::new();
+    let fields = req.fields();
+    obj.meta()
+        .meta
+        .vary_matches(obj.secondary(), &fields, &mut scratch)
 }

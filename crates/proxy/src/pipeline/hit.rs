@@ -37,6 +37,11 @@ impl<'a> Served<'a> {
             origin: None,
         }
     }
+
+    /// Logged as `result` (a hit from disk is `TCP_HIT`, from memory `TCP_MEM_HIT`).
+    pub fn logged_as(self, result: ResultCode) -> Served<'a> {
+        Served { result, ..self }
+    }
 }
 
 /// Serves a complete stored object.

@@ -122,6 +122,17 @@ impl Server {
                 "shutdown grace period over; closing remaining connections"
             );
         }
+        // A disk tier flushes what it buffers and checkpoints its index, so the next start
+        // loads the index instead of scanning the segments (blocking I/O: off the workers).
+        let state = self.state.clone();
+        let closing = tokio::task::spawn_blocking(move || {
+            if let Some(cache) = &state.cache {
+                cache.store.close();
+            }
+        });
+        if let Err(e) = closing.await {
+            tracing::error!("closing the cache store failed: {e}");
+        }
     }
 }
 

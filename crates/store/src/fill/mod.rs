@@ -57,6 +57,9 @@ pub struct FillHead<M> {
     pub object: Arc<Object<M>>,
     /// The body length the writer promised.
     pub length: BodyLength,
+    /// The fill replays a copy the store kept (a disk read), not a response arriving from an
+    /// origin: the caller judges it as any stored response (RFC 9111 §4.2), not as a fresh one.
+    pub stored: bool,
 }
 
 impl<M> Clone for FillHead<M> {
@@ -64,6 +67,7 @@ impl<M> Clone for FillHead<M> {
         FillHead {
             object: Arc::clone(&self.object),
             length: self.length,
+            stored: self.stored,
         }
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::{FillError, FillHead, FillShared, FillState, Phase, FREE_READER};
+use crate::object::{Body, Object};
 
 /// A request waiting on (and then streaming) a fill started by another request.
 ///
@@ -80,6 +81,31 @@ impl<M> FillReader<M> {
     /// response is simply not shareable, fetch on your own.
     pub fn take_writer(&mut self) -> Option<super::FillWriter<M>> {
         self.handoff.take()
+    }
+
+    /// Waits for the whole fill and returns it as a complete object (its head, metadata and
+    /// every body chunk), for a caller that wants the stored response as a hit would see it
+    /// rather than a stream: a disk read (`FillHead::stored`) arrives whole anyway. Call it
+    /// before reading any chunk.
+    pub async fn into_object(mut self) -> Result<Arc<Object<M>>, FillError>
+    where
+        M: Clone,
+    {
+        let head = self.head().await?;
+        let mut chunks = Vec::new();
+        let mut len = 0u64;
+        while let Some(chunk) = self.next_chunk().await? {
+            len += chunk.len() as u64;
+            chunks.push(chunk);
+        }
+        let o = &head.object;
+        Ok(Arc::new(Object::new(
+            o.head().clone(),
+            Body::Chunks(chunks.into()),
+            len,
+            o.meta().clone(),
+            o.secondary().clone(),
+        )))
     }
 
     /// The next body chunk, waiting for the writer if this reader has caught up.

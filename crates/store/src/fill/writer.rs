@@ -67,11 +67,34 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
     /// `length` the framing the origin promised. A `Known` length already over the maximum
     /// object size marks the fill too big at once (it still streams to attached readers).
     pub fn publish_head(
+        self,
+        head: Bytes,
+        meta: M,
+        secondary: Bytes,
+        length: BodyLength,
+    ) -> BodyWriter<M> {
+        self.publish(head, meta, secondary, length, false)
+    }
+
+    /// [`FillWriter::publish_head`] for a fill that replays a copy the store kept (a disk
+    /// read): readers see `FillHead::stored` and judge its freshness themselves.
+    pub fn publish_stored_head(
+        self,
+        head: Bytes,
+        meta: M,
+        secondary: Bytes,
+        length: BodyLength,
+    ) -> BodyWriter<M> {
+        self.publish(head, meta, secondary, length, true)
+    }
+
+    fn publish(
         mut self,
         head: Bytes,
         meta: M,
         secondary: Bytes,
         length: BodyLength,
+        stored: bool,
     ) -> BodyWriter<M> {
         let core = self
             .core
@@ -94,7 +117,11 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
         ));
         {
             let mut st = core.shared.lock();
-            st.head = Some(FillHead { object, length });
+            st.head = Some(FillHead {
+                object,
+                length,
+                stored,
+            });
             st.oversize = oversize;
         }
         core.shared.notify.notify_waiters();
