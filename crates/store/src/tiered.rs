@@ -17,21 +17,56 @@
 //!   variant of the key, so the disk is not asked again).
 //! - Demotion: objects evicted from memory that earned it (see `s3fifo.rs`: hit while in
 //!   the small queue, or re-admitted through the ghost queue) are queued to their disk's
-//!   writer thread; a full queue drops them (counted).
+//!   writer thread; a full queue drops them (counted). An object whose disk record is
+//!   exactly it (it was read from disk, or written already: `Object::on_disk`) is not
+//!   written again while the disk still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
 //!   `update` after a 304 updates memory, and when the object is not in memory (a disk
 //!   copy streamed without being kept) drops the disk copies. `lookup_no_fill` sees memory
 //!   only: it must answer at once, and a disk read does not.
+//!
+//! # Shutdown
+//!
+//! Demotion writes only what leaves memory, so without more a site whose hot set fits in
+//! memory would restart cold. [`TieredStore::close`] therefore writes the earned objects
+//! still in memory (main queue, and small-queue objects hit since they came in) that have no
+//! current disk copy, hottest first, shards interleaved, then seals and checkpoints. Bounded:
+//! it stops queueing at `close_write_limit` (10 s) and writes no more per disk than the disk
+//! holds without reclaiming them again (its segment space minus two segments). It logs how
+//! many it wrote and how long it took. Measured on this VM (ext4, 2 cores, page cache):
+//! 4,096 objects of 64 KiB (256 MiB) written, sealed and fsynced in 371 ms
+//! (`close_writes_bench`).
+//!
+//! Why at close rather than write-behind when an object earns its place (so that a kill -9
+//! would keep it too):
+//! - Earning is decided lazily. S3-FIFO promotes a hit object from small to main only when
+//!   an eviction pass reaches it, so with a hot set that fits in memory nothing is ever
+//!   promoted: a write on promotion would not save the very case this is for. Writing on the
+//!   first hit instead puts a queue push (an allocation and a lock) on the hit path, which
+//!   today takes only a read lock and bumps a 2-bit counter.
+//! - It would write more. Every version of an object replaced while hot would be written:
+//!   a hot object with a 60 s freshness lifetime refreshed by a 200 is a new object that
+//!   earns again within a minute, about 1,440 writes a day where eviction-time demotion
+//!   writes it once when it finally leaves. Objects purged or replaced while in memory
+//!   would be written for nothing. Flash endurance is why the disk takes only earned
+//!   objects at all (issue 21).
+//! - What a kill -9 loses is bounded anyway: objects evicted earlier are on disk, and an
+//!   orderly stop (SIGTERM, upgrades) goes through `close`.
+//!
+//! `close` is idempotent (a second call waits for the first and returns) and lookups may go
+//! on during and after it: reads from disk keep working, demotions are refused from then on,
+//! and purges are still logged (each disk's writer runs until the store is dropped).
 
 use std::borrow::Cow;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::config::StoreConfig;
 use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, ReadPool};
-use crate::fill::{BodyLength, FillWriter};
+use crate::fill::{BodyLength, FillWriter, FinishOutcome};
 use crate::memory::{EvictHook, MemoryStore};
 use crate::object::Object;
 use crate::stats::StoreStats;
@@ -67,6 +102,8 @@ pub struct TieredConfig {
     pub read_threads: usize,
     /// Disk reads waiting for a thread at most; beyond, a disk-resident key is a miss.
     pub max_queued_reads: usize,
+    /// How long [`TieredStore::close`] may spend writing the earned objects still in memory.
+    pub close_write_limit: std::time::Duration,
 }
 
 impl TieredConfig {
@@ -77,6 +114,7 @@ impl TieredConfig {
             disks,
             read_threads: 2,
             max_queued_reads: 1024,
+            close_write_limit: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -97,6 +135,9 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
     fn disk_size(&self) -> u64 {
         self.head().len() as u64 + self.body_len() + self.secondary().len() as u64 + 256
     }
+    fn written(&self) {
+        self.set_on_disk();
+    }
 }
 
 struct Disks {
@@ -105,16 +146,34 @@ struct Disks {
 }
 
 impl Disks {
-    fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
+    fn index_for_key(&self, primary: &[u8]) -> Option<usize> {
         let n = self.engines.len();
-        (n > 0).then(|| &self.engines[crc32c::crc32c(primary) as usize % n])
+        (n > 0).then(|| crc32c::crc32c(primary) as usize % n)
     }
+
+    fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
+        self.index_for_key(primary).map(|i| &self.engines[i])
+    }
+}
+
+/// What `TieredStore::close` wrote.
+#[derive(Debug, Default)]
+struct CloseWrites {
+    earned: usize,
+    on_disk: usize,
+    written: usize,
+    bytes: u64,
+    left: usize,
+    elapsed: std::time::Duration,
 }
 
 /// The memory store over one or more disks (see the module docs).
 pub struct TieredStore<M> {
     memory: MemoryStore<M>,
     disks: Arc<Disks>,
+    close_write_limit: std::time::Duration,
+    /// Held while `close` runs; true once it ran.
+    closed: std::sync::Mutex<bool>,
 }
 
 impl<M> std::fmt::Debug for TieredStore<M> {
@@ -149,13 +208,17 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let for_hook = Arc::clone(&disks);
         let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>| {
             if let Some(disk) = for_hook.for_key(&primary) {
-                disk.enqueue_write(primary, object);
+                if !(object.on_disk() && disk.maybe_has(disk.hash(&primary))) {
+                    disk.enqueue_write(primary, object);
+                }
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);
         TieredStore {
             memory: MemoryStore::with_evict_hook(cfg.memory, hook),
             disks,
+            close_write_limit: cfg.close_write_limit,
+            closed: std::sync::Mutex::new(false),
         }
     }
 
@@ -164,11 +227,74 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         &self.disks.engines
     }
 
-    /// Flushes every disk, seals and checkpoints (also done when the last handle drops).
+    /// A clean shutdown: writes the earned objects still in memory that have no disk copy
+    /// (see "Shutdown" in the module docs; at most `close_write_limit`, and no more per disk
+    /// than it holds without reclaiming them again), then flushes, seals and checkpoints
+    /// every disk. Blocking: call it off the event loop. Idempotent (a second call waits for
+    /// the first), and lookups may go on meanwhile and after: they are served from memory
+    /// and disk as before; only demotions stop.
     pub fn close(&self) {
+        let mut closed = self.closed.lock().unwrap_or_else(PoisonError::into_inner);
+        if *closed {
+            return;
+        }
+        if !self.disks.engines.is_empty() {
+            let r = self.write_earned();
+            tracing::info!(
+                written = r.written,
+                bytes = r.bytes,
+                earned = r.earned,
+                already_on_disk = r.on_disk,
+                left = r.left,
+                ms = r.elapsed.as_millis() as u64,
+                "disk cache: wrote the earned objects still in memory"
+            );
+        }
         for d in &self.disks.engines {
             d.close();
         }
+        *closed = true;
+    }
+
+    /// Queues the earned in-memory objects without a current disk copy, hottest first, and
+    /// waits until they are written (within the limit).
+    fn write_earned(&self) -> CloseWrites {
+        let start = Instant::now();
+        let deadline = start + self.close_write_limit;
+        let earned = self.memory.earned_objects();
+        let mut r = CloseWrites {
+            earned: earned.len(),
+            ..CloseWrites::default()
+        };
+        let mut room: Vec<u64> = self.disks.engines.iter().map(|d| d.room_bytes()).collect();
+        for (primary, object) in earned {
+            let Some(i) = self.disks.index_for_key(&primary) else {
+                break;
+            };
+            let disk = &self.disks.engines[i];
+            if object.on_disk() && disk.maybe_has(disk.hash(&primary)) {
+                r.on_disk += 1;
+                continue;
+            }
+            let size = crate::disk::Demoted::disk_size(&*object);
+            if size > room[i] || Instant::now() >= deadline {
+                r.left += 1;
+                continue;
+            }
+            if disk.write_before(primary, object, deadline) {
+                room[i] -= size;
+                r.written += 1;
+                r.bytes += size;
+            } else {
+                r.left += 1;
+            }
+        }
+        // What is queued is written by `DiskEngine::close` (flush, seal, checkpoint).
+        for d in &self.disks.engines {
+            d.sync(false);
+        }
+        r.elapsed = start.elapsed();
+        r
     }
 
     /// Memory first; a memory miss the disk may answer becomes a fill driven by a disk read.
@@ -252,7 +378,10 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         body_writer.append(chunk);
     }
     // Lengths match by construction (verified record); a mismatch would abort the readers.
-    let _ = body_writer.finish();
+    if let Ok(FinishOutcome::Stored(object)) = body_writer.finish() {
+        // The disk copy is this object: evicting it again (or closing) need not rewrite it.
+        object.set_on_disk();
+    }
 }
 
 impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {

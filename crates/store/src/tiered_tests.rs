@@ -192,3 +192,160 @@ fn disk_copies_survive_a_restart_and_purge_removes_them() {
     let t = tiered_in(dir, 64 << 10, 32 << 10, 1);
     expect_miss(t.lookup(b"/gone", &any));
 }
+
+/// Reopens the store kept in `t`'s directory (after closing and dropping it).
+fn reopen(t: Tiered, budget: u64, max: u64) -> Tiered {
+    let Tiered { store, dir } = t;
+    drop(store);
+    tiered_in(dir, budget, max, 1)
+}
+
+#[test]
+fn a_clean_shutdown_writes_the_hot_set_that_fits_in_memory() {
+    let t = tiered(1 << 20, 64 << 10);
+    let bodies: Vec<Vec<u8>> = (0..20).map(|i| pattern(9000 + i * 100, i as u8)).collect();
+    for (i, body) in bodies.iter().enumerate() {
+        let key = format!("/hot/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", body, i as u32));
+        if i % 2 == 0 {
+            // Hit once: earned. The odd ones are one-hit wonders and stay off the disk.
+            expect_hit(t.lookup(key.as_bytes(), &any));
+        }
+    }
+    assert_eq!(t.stats().disk_writes, 0, "nothing was evicted");
+    t.store.close();
+    assert_eq!(t.stats().disk_writes, 10, "the ten earned objects");
+    let t = reopen(t, 1 << 20, 64 << 10);
+    let rt = runtime();
+    for (i, body) in bodies.iter().enumerate() {
+        let key = format!("/hot/{i}");
+        if i % 2 == 1 {
+            expect_miss(t.lookup(key.as_bytes(), &any));
+            continue;
+        }
+        let got = rt
+            .block_on(read_pending(&t, key.as_bytes()))
+            .expect("served from disk");
+        assert_eq!((&got.1, got.2), (body, i as u32), "{key}");
+        assert_eq!(got.0, conformance::head("t"));
+    }
+    // Served from disk, now in memory with its disk copy: a second close writes nothing.
+    for i in (0..20).step_by(2) {
+        expect_hit(t.lookup(format!("/hot/{i}").as_bytes(), &any));
+    }
+    let before = t.stats().disk_writes;
+    t.store.close();
+    assert_eq!(
+        t.stats().disk_writes,
+        before,
+        "already on disk: not rewritten"
+    );
+}
+
+#[test]
+fn close_is_idempotent_and_lookups_go_on_during_and_after_it() {
+    let t = Arc::new(tiered(1 << 20, 64 << 10));
+    let body = pattern(5000, 7);
+    for i in 0..50 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&*t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looker = {
+        let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut hits = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for i in 0..50 {
+                    if let Lookup::Hit(o) = t.lookup(format!("/k/{i}").as_bytes(), &any) {
+                        assert_eq!(o.body_len(), 5000);
+                        hits += 1;
+                    }
+                }
+            }
+            hits
+        })
+    };
+    let closers: Vec<_> = (0..3)
+        .map(|_| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || t.store.close())
+        })
+        .collect();
+    for c in closers {
+        c.join().unwrap();
+    }
+    t.store.close();
+    assert_eq!(
+        t.stats().disk_writes,
+        50,
+        "written once, whatever the callers"
+    );
+    // After close: lookups, fills and purges still work; a purge is still logged.
+    conformance::expect_stored(store_object(&*t, b"/late", b"", &body, 2));
+    assert_eq!(t.purge(b"/k/3"), 2, "memory and disk");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(looker.join().unwrap() > 0);
+    let t = Arc::into_inner(t).expect("threads joined");
+    let t = reopen(t, 1 << 20, 64 << 10);
+    expect_miss(t.lookup(b"/k/3", &any));
+    expect_miss(t.lookup(b"/late", &any));
+    let got = runtime().block_on(read_pending(&t, b"/k/4")).unwrap();
+    assert_eq!(got.1, body);
+}
+
+#[test]
+fn close_stops_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 4 << 20,
+        max_object_bytes: 64 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    cfg.close_write_limit = Duration::ZERO;
+    let store = TieredStore::<Meta>::open(cfg);
+    let t = Tiered { store, dir };
+    for i in 0..10 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &pattern(100, 1), 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.close();
+    assert_eq!(t.stats().disk_writes, 0, "no time to write anything");
+}
+
+/// How long a clean shutdown takes to write a hot set: 256 MiB of 64 KiB objects, every one
+/// hit once. `cargo test -p sepia-store --release -- --ignored --nocapture close_writes_bench`
+#[test]
+#[ignore]
+fn close_writes_bench() {
+    let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or("/tmp".into())).unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 300 << 20,
+        max_object_bytes: 1 << 20,
+        shards: 16,
+        ..StoreConfig::default()
+    };
+    let disk = DiskConfig::new(dir.path(), 1 << 30);
+    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk]));
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    let t = Tiered { store, dir };
+    let body = pattern(64 << 10, 3);
+    for i in 0..4096 {
+        let key = format!("/bench/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    let start = std::time::Instant::now();
+    t.store.close();
+    let s = t.stats();
+    println!(
+        "close: {} objects, {} MiB written in {:?}",
+        s.disk_writes,
+        s.disk_write_bytes >> 20,
+        start.elapsed()
+    );
+}

@@ -27,6 +27,8 @@ pub(crate) trait Demoted: Send + Sync {
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>>;
     /// Approximate bytes it will take (for the queue bound and the write budget).
     fn disk_size(&self) -> u64;
+    /// Called once its record is placed in the log (written within `flush_interval`).
+    fn written(&self) {}
 }
 
 pub(crate) enum Cmd {
@@ -42,6 +44,8 @@ pub(crate) enum Cmd {
     },
     /// Flush (and with `true`, checkpoint), then answer.
     Sync(bool, std::sync::mpsc::SyncSender<()>),
+    /// Flush, seal the segment being written, checkpoint, then answer (`close`).
+    Close(std::sync::mpsc::SyncSender<()>),
     Shutdown,
     /// Stop at once, writing nothing more (tests: what a kill -9 leaves).
     #[cfg(test)]
@@ -68,6 +72,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Keys purged while the index loads, so the loader does not bring them back.
     pub(crate) purged_while_loading: Mutex<HashSet<u64>>,
+    /// Set by `close`: demotions are refused from then on.
+    pub(crate) closed: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -113,6 +119,8 @@ pub(crate) struct DiskRecord {
 pub struct DiskEngine {
     pub(crate) shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Held by `close` while it runs, so a second caller waits for the first one's work.
+    close_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for DiskEngine {
@@ -146,6 +154,7 @@ impl DiskEngine {
             wake: Condvar::new(),
             counters: Counters::default(),
             purged_while_loading: Mutex::new(HashSet::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
         shared.counters.loading.store(true, Relaxed);
         let for_thread = Arc::clone(&shared);
@@ -155,6 +164,7 @@ impl DiskEngine {
         Ok(DiskEngine {
             shared,
             writer: Mutex::new(Some(handle)),
+            close_lock: Mutex::new(()),
         })
     }
 
@@ -167,18 +177,54 @@ impl DiskEngine {
         !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
     }
 
-    /// Queues an object for writing; false (and counted) when the queue is full or the disk failed.
+    /// Queues an object for writing; false (and counted) when the queue is full, false when
+    /// the disk failed or was closed.
     pub(crate) fn enqueue_write(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
-        if self.shared.failed() {
+        if self.shared.closed.load(Relaxed) {
             return false;
+        }
+        match self.try_enqueue(primary, object) {
+            Enqueue::Queued => true,
+            Enqueue::Full(_) => {
+                self.shared.counters.queue_drops.fetch_add(1, Relaxed);
+                false
+            }
+            Enqueue::Failed => false,
+        }
+    }
+
+    /// Queues an object for writing during a shutdown: waits for room in the queue until
+    /// `deadline`. False when the deadline passed first or the disk failed.
+    pub(crate) fn write_before(
+        &self,
+        primary: Bytes,
+        mut object: Arc<dyn Demoted>,
+        deadline: std::time::Instant,
+    ) -> bool {
+        loop {
+            match self.try_enqueue(primary.clone(), object) {
+                Enqueue::Queued => return true,
+                Enqueue::Failed => return false,
+                Enqueue::Full(back) => object = back,
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            // The writer drains 32 MiB in well under a second; no wake-up is worth a condvar.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>) -> Enqueue {
+        if self.shared.failed() {
+            return Enqueue::Failed;
         }
         let size = object.disk_size();
         let hash = self.hash(&primary);
         let mut q = self.shared.lock_queue();
-        if q.write_bytes + size > self.shared.cfg.queue_bytes {
-            drop(q);
-            self.shared.counters.queue_drops.fetch_add(1, Relaxed);
-            return false;
+        // An object larger than the whole queue still goes when the queue is empty.
+        if q.write_bytes > 0 && q.write_bytes + size > self.shared.cfg.queue_bytes {
+            return Enqueue::Full(object);
         }
         q.write_bytes += size;
         q.cmds.push_back(Cmd::Write {
@@ -189,7 +235,14 @@ impl DiskEngine {
         });
         drop(q);
         self.shared.wake.notify_one();
-        true
+        Enqueue::Queued
+    }
+
+    /// Bytes the disk can take without reclaiming what is written now: its segment space
+    /// minus two segments (the one being written and the next).
+    pub(crate) fn room_bytes(&self) -> u64 {
+        let cfg = &self.shared.cfg;
+        cfg.data_capacity().saturating_sub(2 * cfg.segment_bytes)
     }
 
     /// Removes every record of `primary` from the index now, and logs a tombstone so the
@@ -345,8 +398,29 @@ impl DiskEngine {
         &self.shared.cfg.path
     }
 
-    /// Flushes, seals, checkpoints and stops the writer thread.
+    /// Flushes, seals the segment being written and checkpoints, as a clean shutdown must;
+    /// waits for it. Idempotent, and safe while lookups go on: reads keep working, new
+    /// demotions are refused, and purges are still logged (the writer thread runs until the
+    /// engine is dropped, so a purge after `close` survives a restart too).
     pub fn close(&self) {
+        let _one = self
+            .close_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.shared.closed.swap(true, Relaxed) {
+            // Closed before: only what came since (tombstones) needs flushing.
+            self.sync(false);
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.lock_queue().cmds.push_back(Cmd::Close(tx));
+        self.shared.wake.notify_one();
+        let _ = rx.recv_timeout(Duration::from_secs(60));
+    }
+
+    /// Closes, then stops the writer thread.
+    fn shutdown(&self) {
+        self.close();
         let handle = self
             .writer
             .lock()
@@ -379,8 +453,14 @@ impl DiskEngine {
 
 impl Drop for DiskEngine {
     fn drop(&mut self) {
-        self.close();
+        self.shutdown();
     }
+}
+
+enum Enqueue {
+    Queued,
+    Full(Arc<dyn Demoted>),
+    Failed,
 }
 
 pub(crate) enum ReadError {
