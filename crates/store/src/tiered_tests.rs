@@ -349,3 +349,130 @@ fn close_writes_bench() {
         start.elapsed()
     );
 }
+
+/// A store whose disk bodies of 64 KiB and more are served from their segment files.
+fn tiered_segments(dir: tempfile::TempDir) -> Tiered {
+    let memory = StoreConfig {
+        budget_bytes: 1 << 20,
+        max_object_bytes: 512 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    cfg.segment_body_min = 64 << 10;
+    let store = TieredStore::open(cfg);
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    Tiered { store, dir }
+}
+
+/// Stores `body` under `key`, hits it, and writes it to disk by a clean shutdown; reopens.
+fn large_on_disk(key: &[u8], body: &[u8]) -> Tiered {
+    let t = tiered_segments(tempfile::tempdir().unwrap());
+    conformance::expect_stored(store_object(&t, key, b"", body, 4));
+    expect_hit(t.lookup(key, &any));
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    tiered_segments(dir)
+}
+
+fn file_bytes(o: &Object<Meta>) -> (u64, Vec<u8>) {
+    let crate::Body::File(f) = o.body() else {
+        panic!("a segment-backed body expected")
+    };
+    (f.offset(), f.read_all().unwrap().to_vec())
+}
+
+#[test]
+fn a_large_disk_body_is_served_from_its_segment_file() {
+    let body = pattern(300_000, 8);
+    let t = large_on_disk(b"/big", &body);
+    let first = runtime()
+        .block_on(read_pending(&t, b"/big"))
+        .expect("the first read streams it");
+    assert_eq!((first.1, first.2), (body.clone(), 4));
+    assert_eq!(t.stats().objects, 0, "not read into memory");
+    let hit = expect_hit(t.lookup(b"/big", &any));
+    let (offset, bytes) = file_bytes(&hit);
+    assert!(offset > 0, "a range of the segment file");
+    assert_eq!(bytes, body);
+    assert_eq!(hit.body_len(), 300_000);
+    assert_eq!(hit.head(), &conformance::head("t"));
+    assert_eq!(*hit.meta(), 4);
+    let seen = Store::lookup_no_fill(&t.store, b"/big", &any).expect("only-if-cached sees it");
+    assert!(Arc::ptr_eq(&seen, &hit));
+    // A 304 updates the head it is served with.
+    let new = t
+        .update(b"/big", &hit, conformance::head("304"), 5)
+        .expect("updated");
+    let again = expect_hit(t.lookup(b"/big", &any));
+    assert!(Arc::ptr_eq(&new, &again));
+    assert_eq!(
+        (again.head(), *again.meta()),
+        (&conformance::head("304"), 5)
+    );
+    assert_eq!(file_bytes(&again).1, body);
+    // A purge forgets it.
+    assert!(t.purge(b"/big") >= 1);
+    expect_miss(t.lookup(b"/big", &any));
+}
+
+#[test]
+fn a_reclaimed_segment_keeps_the_bytes_of_a_body_being_sent() {
+    let body = pattern(300_000, 9);
+    let t = large_on_disk(b"/big", &body);
+    runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    let sending = expect_hit(t.lookup(b"/big", &any));
+    let seg_dir_before = crate::disk::segment_ids(t.dir.path());
+    // Earned evictions until every old segment is reclaimed.
+    for i in 0..400 {
+        let key = format!("/fill/{i}");
+        conformance::expect_stored(store_object(
+            &t,
+            key.as_bytes(),
+            b"",
+            &pattern(60_000, 1),
+            0,
+        ));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.disks()[0].sync(false);
+    let after = crate::disk::segment_ids(t.dir.path());
+    assert!(
+        seg_dir_before.iter().all(|id| !after.contains(id)),
+        "{seg_dir_before:?} vs {after:?}"
+    );
+    assert!(
+        !matches!(t.lookup(b"/big", &any), Lookup::Hit(_)),
+        "forgotten with its segment"
+    );
+    assert_eq!(
+        file_bytes(&sending).1,
+        body,
+        "the unlinked file still holds it"
+    );
+}
+
+#[test]
+fn a_large_body_failing_its_checksum_is_never_sent() {
+    let body = pattern(300_000, 10);
+    let t = large_on_disk(b"/big", &body);
+    let ids = crate::disk::segment_ids(t.dir.path());
+    let path = t.dir.path().join(format!("{:08x}.seg", ids[0]));
+    let mut b = std::fs::read(&path).unwrap();
+    let at = b
+        .windows(64)
+        .position(|w| w == &body[200_000..200_064])
+        .unwrap();
+    b[at] ^= 1;
+    std::fs::write(&path, b).unwrap();
+    runtime().block_on(async {
+        let Lookup::Pending(mut reader) = t.lookup(b"/big", &any) else {
+            panic!("expected a disk read");
+        };
+        assert_eq!(reader.head().await.err(), Some(FillError::Released));
+        assert!(reader.take_writer().is_some(), "handed to the origin");
+    });
+    assert!(t.stats().disk_checksum_failures >= 1);
+    expect_miss(t.lookup(b"/big", &any));
+}

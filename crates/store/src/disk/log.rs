@@ -147,6 +147,14 @@ impl Writer {
             }
         }
         std::fs::remove_file(segment::seg_path(&self.shared.cfg.path, id))?;
+        if let Some(hook) = &*self
+            .shared
+            .on_reclaim
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            hook(id);
+        }
         self.publish_bytes();
         Ok(())
     }

@@ -217,6 +217,37 @@ async fn write_with_body(
 /// per write: memory per such response stays bounded whatever the body's size.
 const FILE_PIECE: u64 = 256 * 1024;
 
+/// Bytes `start..end` of a body that lies at `file.offset()` in its file (a disk-cache
+/// segment, see sepia_store's `BodyFile::in_segment`), with `sendfile(2)`: what
+/// `send_file_within` does for a file holding only the body. Fails with `TimedOut` when the
+/// peer stops reading for `limit` between two progresses.
+async fn send_range_within(
+    stream: &tokio::net::TcpStream,
+    file: &BodyFile,
+    start: u64,
+    end: u64,
+    limit: Duration,
+) -> io::Result<()> {
+    debug_assert!(start <= end && end <= file.len());
+    let base = file.offset();
+    let mut offset = i64::try_from(base + start).map_err(io::Error::other)?;
+    let end = i64::try_from(base + end).map_err(io::Error::other)?;
+    while offset < end {
+        let count = (end - offset).min(1 << 30) as usize;
+        let sent = stream.async_io(tokio::io::Interest::WRITABLE, || {
+            nix::sys::sendfile::sendfile64(stream, file, Some(&mut offset), count)
+                .map_err(io::Error::from)
+        });
+        match crate::transport::io::within(limit, sent).await {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Writes `head` and the per-hit block in `io.head_buf` in one gather write, then bytes
 /// `start..end` of a body file: with sendfile on plain TCP (no copy of the body), else read
 /// back a piece at a time, the first piece in the head's write. Returns the bytes written.
@@ -232,7 +263,11 @@ async fn write_with_file(
     if io.conn.tcp().is_some() {
         write_parts_within(&mut io.conn, &[head, &io.head_buf], limit).await?;
         if let Some(tcp) = io.conn.tcp() {
-            send_file_within(tcp, file, start, end, limit).await?;
+            if file.offset() == 0 {
+                send_file_within(tcp, file, start, end, limit).await?;
+            } else {
+                send_range_within(tcp, file, start, end, limit).await?;
+            }
         }
         return Ok(written);
     }
