@@ -476,3 +476,137 @@ fn a_large_body_failing_its_checksum_is_never_sent() {
     assert!(t.stats().disk_checksum_failures >= 1);
     expect_miss(t.lookup(b"/big", &any));
 }
+
+/// A small tmpfs mounted for one test (root only; `None` where mounting is not allowed).
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// Memory keeps serving while the disk fails: `hot` keys are stored and hit.
+fn assert_memory_still_serves(t: &Tiered, hot: &[String], body: &[u8]) {
+    for key in hot {
+        let hit = expect_hit(t.lookup(key.as_bytes(), &any));
+        assert_eq!(body_of(&hit), body);
+    }
+    conformance::expect_stored(store_object(t, b"/after", b"", body, 3));
+    expect_hit(t.lookup(b"/after", &any));
+}
+
+#[test]
+fn a_full_disk_fails_the_disk_and_memory_keeps_serving() {
+    let Some(fs) = Tmpfs::mount("2m") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    // The disk is configured larger than the file system holds: writes meet ENOSPC.
+    let store_dir = tempfile::tempdir_in(fs.0.path()).unwrap();
+    let t = tiered_in(store_dir, 1 << 20, 64 << 10, 1);
+    let body = pattern(50_000, 6);
+    let mut keys = Vec::new();
+    for i in 0..200 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+        keys.push(key);
+    }
+    t.store.disks()[0].sync(false);
+    let s = t.stats();
+    assert_eq!(s.disks_failed, 1, "{s:?}");
+    assert!(s.disk_faults >= 1, "{s:?}");
+    assert_eq!(s.disk_objects, 0, "a failed disk's index is emptied");
+    // Whatever memory still holds is served; evicted keys are plain misses.
+    let in_memory: Vec<String> = keys
+        .iter()
+        .filter(|k| Store::lookup_no_fill(&t.store, k.as_bytes(), &any).is_some())
+        .cloned()
+        .collect();
+    assert!(!in_memory.is_empty());
+    assert_memory_still_serves(&t, &in_memory, &body);
+    expect_miss(t.lookup(b"/k/0", &any));
+    t.store.close();
+    drop(t);
+    drop(fs);
+}
+
+#[test]
+fn an_unreadable_segment_fails_the_disk_at_open_and_memory_keeps_serving() {
+    let t = tiered(1 << 20, 64 << 10);
+    let body = pattern(20_000, 2);
+    let keys: Vec<String> = (0..10).map(|i| format!("/k/{i}")).collect();
+    for key in &keys {
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    // A segment replaced by a directory: opening it fails (EISDIR), as an EIO would.
+    for id in crate::disk::segment_ids(dir.path()) {
+        let path = dir.path().join(format!("{id:08x}.seg"));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+    }
+    let memory = StoreConfig {
+        budget_bytes: 1 << 20,
+        max_object_bytes: 64 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    store.disks()[0].wait_loaded(Duration::from_secs(10));
+    let t = Tiered { store, dir };
+    let s = t.stats();
+    assert!(s.disks_failed == 1 || s.disk_objects == 0, "{s:?}");
+    for key in &keys {
+        expect_miss(t.lookup(key.as_bytes(), &any));
+    }
+    assert_memory_still_serves(&t, &[], &body);
+    t.store.close();
+}
+
+#[test]
+fn a_segment_truncated_under_a_read_fails_the_disk_and_memory_keeps_serving() {
+    let t = tiered(64 << 10, 32 << 10);
+    let body = pattern(20_000, 4);
+    demote(&t, b"/gone", &body);
+    conformance::expect_stored(store_object(&t, b"/mem", b"", &body, 1));
+    for id in crate::disk::segment_ids(t.dir.path()) {
+        let path = t.dir.path().join(format!("{id:08x}.seg"));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    }
+    runtime().block_on(async {
+        let Lookup::Pending(mut reader) = t.lookup(b"/gone", &any) else {
+            panic!("expected a disk read");
+        };
+        assert_eq!(reader.head().await.err(), Some(FillError::Released));
+        assert!(reader.take_writer().is_some());
+    });
+    let s = t.stats();
+    assert_eq!(s.disks_failed, 1, "{s:?}");
+    assert!(s.disk_faults >= 1);
+    assert_memory_still_serves(&t, &["/mem".to_string()], &body);
+    t.store.close();
+}
