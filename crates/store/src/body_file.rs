@@ -77,12 +77,21 @@ fn unnamed_file(dir: &Path) -> io::Result<File> {
         .open(dir)
 }
 
-/// A complete body in an unnamed file, never written again.
+/// A complete body in a file, never written again: all of an unnamed file, or a byte range
+/// of a disk-cache segment file ([`BodyFile::in_segment`]).
+///
+/// A segment range is as immutable as an unnamed file: the disk tier writes each segment
+/// once, front to back (sealing only appends after its records), and reclaiming a segment
+/// unlinks its file; a new segment is always a new file (`O_CREAT | O_EXCL`, a new id). So
+/// a body being sent when its segment is reclaimed keeps the bytes it was verified with:
+/// the file (and its blocks) live as long as this handle. Its `len` bytes start at
+/// [`BodyFile::offset`] in the file: `sendfile(2)` must add it.
 #[derive(Debug)]
 pub struct BodyFile {
-    file: File,
+    file: Arc<File>,
+    offset: u64,
     len: u64,
-    _slot: FileSlot,
+    _slot: Option<FileSlot>,
 }
 
 impl BodyFile {
@@ -119,10 +128,29 @@ impl BodyFile {
             )?;
         }
         Ok(Some(BodyFile {
-            file,
+            file: Arc::new(file),
+            offset: 0,
             len,
-            _slot: slot,
+            _slot: Some(slot),
         }))
+    }
+
+    /// Bytes `offset..offset + len` of a segment file (verified by the caller, never written
+    /// again: see the type's docs). Shares the segment's descriptor: no slot is taken.
+    pub(crate) fn in_segment(file: Arc<File>, offset: u64, len: u64) -> BodyFile {
+        BodyFile {
+            file,
+            offset,
+            len,
+            _slot: None,
+        }
+    }
+
+    /// Where the body starts in the file (0 but for a segment range): what `sendfile(2)`
+    /// offsets are relative to. Reads through this type's methods add it themselves.
+    #[inline]
+    pub fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// Body length in bytes.
@@ -154,7 +182,7 @@ impl BodyFile {
         }
         let len = usize::try_from(end - start).map_err(io::Error::other)?;
         let mut buf = BytesMut::zeroed(len);
-        self.file.read_exact_at(&mut buf, start)?;
+        self.file.read_exact_at(&mut buf, self.offset + start)?;
         Ok(buf.freeze())
     }
 }
@@ -271,7 +299,7 @@ mod tests {
         let f = BodyFile::create(&chunks(), 70_008, &slots, &FileHome::Memory)
             .unwrap()
             .unwrap();
-        assert!((&f.file).write_all(b"changed").is_err());
+        assert!((&*f.file).write_all(b"changed").is_err());
         assert!(f.file.write_at(b"changed", 0).is_err());
         assert!(f.file.set_len(1).is_err());
         assert!(f.file.set_len(1 << 20).is_err());

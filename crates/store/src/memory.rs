@@ -280,6 +280,27 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         stats
     }
 
+    /// The stored objects that earned a disk place (in S3-FIFO's main queue, or hit while in
+    /// its small one), with their primary keys: what a clean shutdown writes to disk. Shards
+    /// interleaved, each hottest first, so a deadline cuts the coldest of every shard.
+    pub(crate) fn earned_objects(&self) -> Vec<Earned<M>> {
+        let per_shard: Vec<Vec<Earned<M>>> = self
+            .inner
+            .shards
+            .iter()
+            .map(|shard| shard.read().earned().collect())
+            .collect();
+        let total = per_shard.iter().map(Vec::len).sum();
+        let mut out = Vec::with_capacity(total);
+        let mut iters: Vec<_> = per_shard.into_iter().map(Vec::into_iter).collect();
+        while out.len() < total {
+            for it in &mut iters {
+                out.extend(it.next());
+            }
+        }
+        out
+    }
+
     /// Whether any variant of `primary` is stored (no hit is recorded).
     pub(crate) fn has_primary(&self, primary: &[u8]) -> bool {
         let hash = self.inner.hasher.hash_one(primary);

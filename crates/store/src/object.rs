@@ -86,6 +86,9 @@ pub struct Object<M> {
     /// `MemoryStore::lookup`), so that concurrent or later hits never try again, even
     /// when that try failed.
     file_tried: AtomicBool,
+    /// A disk record holds exactly this object (it was read from one, or written to one):
+    /// the tiered store does not write it again while the disk still indexes its key.
+    on_disk: AtomicBool,
 }
 
 impl<M> Object<M> {
@@ -97,7 +100,18 @@ impl<M> Object<M> {
             meta,
             secondary,
             file_tried: AtomicBool::new(false),
+            on_disk: AtomicBool::new(false),
         }
+    }
+
+    /// Whether a disk record holds exactly this object (see the field).
+    pub(crate) fn on_disk(&self) -> bool {
+        self.on_disk.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a disk record holds exactly this object.
+    pub(crate) fn set_on_disk(&self) {
+        self.on_disk.store(true, Ordering::Relaxed);
     }
 
     /// The pre-serialised response head (status line and header fields, ending with the
@@ -151,13 +165,16 @@ impl<M> Object<M> {
     where
         M: Clone,
     {
-        Object::new(
+        let moved = Object::new(
             self.head.clone(),
             Body::File(Arc::new(file)),
             self.body_len,
             self.meta.clone(),
             self.secondary.clone(),
-        )
+        );
+        // The same bytes: a disk copy of the one is a disk copy of the other.
+        moved.on_disk.store(self.on_disk(), Ordering::Relaxed);
+        moved
     }
 
     /// The body's chunks if it is in memory, at least `min` bytes long and no hit has

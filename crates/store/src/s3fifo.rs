@@ -263,6 +263,19 @@ impl<V> S3Fifo<V> {
         }
     }
 
+    /// The values that earned a lower tier (see [`Removed::earned`]) or would when next
+    /// judged: those in main, and those in small that were hit since they came in (the
+    /// next eviction pass promotes them). Hottest first: main from its tail (the most
+    /// recently promoted or reinserted), then the hit ones of small, newest first.
+    pub(crate) fn earned(&self) -> impl Iterator<Item = &V> + '_ {
+        let main = self.main.iter().rev().filter_map(|&id| self.get(id));
+        let small = self.small.iter().rev().filter_map(|&id| {
+            let slot = self.slot(id)?;
+            (slot.freq.load(Relaxed) >= 1).then_some(slot.value.as_ref()?)
+        });
+        main.chain(small)
+    }
+
     /// Drops stale queue entries so removals without evictions cannot grow the queues.
     fn compact(&mut self) {
         let slots = &self.slots;
@@ -351,6 +364,19 @@ mod tests {
         assert_eq!(c.evict().map(|r| r.value), Some(1));
         assert_eq!(c.evict().map(|r| r.value), Some(2));
         assert!(c.evict().is_none());
+    }
+
+    #[test]
+    fn earned_lists_main_and_the_hit_ones_of_small_hottest_first() {
+        let mut c = S3Fifo::new(1000);
+        let ids: Vec<SlotId> = (0..4).map(|v| c.insert(v, 100, v as u64)).collect();
+        c.touch(ids[1]);
+        c.touch(ids[3]);
+        assert_eq!(c.earned().copied().collect::<Vec<_>>(), vec![3, 1]);
+        c.touch(ids[0]);
+        // 0 (hit) and 1 (hit) are promoted, 2 (unhit) evicted; 3 (hit) is still in small.
+        assert_eq!(c.evict().map(|r| r.value), Some(2));
+        assert_eq!(c.earned().copied().collect::<Vec<_>>(), vec![1, 0, 3]);
     }
 
     #[test]

@@ -327,6 +327,13 @@ impl<M> ShardState<M> {
         Some((removed.size, earned))
     }
 
+    /// The stored objects that earned a lower tier (see `S3Fifo::earned`), hottest first.
+    pub(crate) fn earned(&self) -> impl Iterator<Item = Earned<M>> + '_ {
+        self.policy
+            .earned()
+            .map(|s| (s.primary.clone(), Arc::clone(&s.object)))
+    }
+
     /// Whether any variant of `primary` is stored.
     pub(crate) fn has_primary(&self, hash: u64, primary: &[u8]) -> bool {
         self.index.find(hash, |e| e.primary == primary).is_some()

@@ -192,3 +192,421 @@ fn disk_copies_survive_a_restart_and_purge_removes_them() {
     let t = tiered_in(dir, 64 << 10, 32 << 10, 1);
     expect_miss(t.lookup(b"/gone", &any));
 }
+
+/// Reopens the store kept in `t`'s directory (after closing and dropping it).
+fn reopen(t: Tiered, budget: u64, max: u64) -> Tiered {
+    let Tiered { store, dir } = t;
+    drop(store);
+    tiered_in(dir, budget, max, 1)
+}
+
+#[test]
+fn a_clean_shutdown_writes_the_hot_set_that_fits_in_memory() {
+    let t = tiered(1 << 20, 64 << 10);
+    let bodies: Vec<Vec<u8>> = (0..20).map(|i| pattern(9000 + i * 100, i as u8)).collect();
+    for (i, body) in bodies.iter().enumerate() {
+        let key = format!("/hot/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", body, i as u32));
+        if i % 2 == 0 {
+            // Hit once: earned. The odd ones are one-hit wonders and stay off the disk.
+            expect_hit(t.lookup(key.as_bytes(), &any));
+        }
+    }
+    assert_eq!(t.stats().disk_writes, 0, "nothing was evicted");
+    t.store.close();
+    assert_eq!(t.stats().disk_writes, 10, "the ten earned objects");
+    let t = reopen(t, 1 << 20, 64 << 10);
+    let rt = runtime();
+    for (i, body) in bodies.iter().enumerate() {
+        let key = format!("/hot/{i}");
+        if i % 2 == 1 {
+            expect_miss(t.lookup(key.as_bytes(), &any));
+            continue;
+        }
+        let got = rt
+            .block_on(read_pending(&t, key.as_bytes()))
+            .expect("served from disk");
+        assert_eq!((&got.1, got.2), (body, i as u32), "{key}");
+        assert_eq!(got.0, conformance::head("t"));
+    }
+    // Served from disk, now in memory with its disk copy: a second close writes nothing.
+    for i in (0..20).step_by(2) {
+        expect_hit(t.lookup(format!("/hot/{i}").as_bytes(), &any));
+    }
+    let before = t.stats().disk_writes;
+    t.store.close();
+    assert_eq!(
+        t.stats().disk_writes,
+        before,
+        "already on disk: not rewritten"
+    );
+}
+
+#[test]
+fn close_is_idempotent_and_lookups_go_on_during_and_after_it() {
+    let t = Arc::new(tiered(1 << 20, 64 << 10));
+    let body = pattern(5000, 7);
+    for i in 0..50 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&*t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let looker = {
+        let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut hits = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for i in 0..50 {
+                    if let Lookup::Hit(o) = t.lookup(format!("/k/{i}").as_bytes(), &any) {
+                        assert_eq!(o.body_len(), 5000);
+                        hits += 1;
+                    }
+                }
+            }
+            hits
+        })
+    };
+    let closers: Vec<_> = (0..3)
+        .map(|_| {
+            let t = Arc::clone(&t);
+            std::thread::spawn(move || t.store.close())
+        })
+        .collect();
+    for c in closers {
+        c.join().unwrap();
+    }
+    t.store.close();
+    assert_eq!(
+        t.stats().disk_writes,
+        50,
+        "written once, whatever the callers"
+    );
+    // After close: lookups, fills and purges still work; a purge is still logged.
+    conformance::expect_stored(store_object(&*t, b"/late", b"", &body, 2));
+    assert_eq!(t.purge(b"/k/3"), 2, "memory and disk");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(looker.join().unwrap() > 0);
+    let t = Arc::into_inner(t).expect("threads joined");
+    let t = reopen(t, 1 << 20, 64 << 10);
+    expect_miss(t.lookup(b"/k/3", &any));
+    expect_miss(t.lookup(b"/late", &any));
+    let got = runtime().block_on(read_pending(&t, b"/k/4")).unwrap();
+    assert_eq!(got.1, body);
+}
+
+#[test]
+fn close_stops_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 4 << 20,
+        max_object_bytes: 64 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    cfg.close_write_limit = Duration::ZERO;
+    let store = TieredStore::<Meta>::open(cfg);
+    let t = Tiered { store, dir };
+    for i in 0..10 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &pattern(100, 1), 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.close();
+    assert_eq!(t.stats().disk_writes, 0, "no time to write anything");
+}
+
+/// How long a clean shutdown takes to write a hot set: 256 MiB of 64 KiB objects, every one
+/// hit once. `cargo test -p sepia-store --release -- --ignored --nocapture close_writes_bench`
+#[test]
+#[ignore]
+fn close_writes_bench() {
+    let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or("/tmp".into())).unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 300 << 20,
+        max_object_bytes: 1 << 20,
+        shards: 16,
+        ..StoreConfig::default()
+    };
+    let disk = DiskConfig::new(dir.path(), 1 << 30);
+    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk]));
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    let t = Tiered { store, dir };
+    let body = pattern(64 << 10, 3);
+    for i in 0..4096 {
+        let key = format!("/bench/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    let start = std::time::Instant::now();
+    t.store.close();
+    let s = t.stats();
+    println!(
+        "close: {} objects, {} MiB written in {:?}",
+        s.disk_writes,
+        s.disk_write_bytes >> 20,
+        start.elapsed()
+    );
+}
+
+/// A store whose disk bodies of 64 KiB and more are served from their segment files.
+fn tiered_segments(dir: tempfile::TempDir) -> Tiered {
+    let memory = StoreConfig {
+        budget_bytes: 1 << 20,
+        max_object_bytes: 512 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    cfg.segment_body_min = 64 << 10;
+    let store = TieredStore::open(cfg);
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    Tiered { store, dir }
+}
+
+/// Stores `body` under `key`, hits it, and writes it to disk by a clean shutdown; reopens.
+fn large_on_disk(key: &[u8], body: &[u8]) -> Tiered {
+    let t = tiered_segments(tempfile::tempdir().unwrap());
+    conformance::expect_stored(store_object(&t, key, b"", body, 4));
+    expect_hit(t.lookup(key, &any));
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    tiered_segments(dir)
+}
+
+fn file_bytes(o: &Object<Meta>) -> (u64, Vec<u8>) {
+    let crate::Body::File(f) = o.body() else {
+        panic!("a segment-backed body expected")
+    };
+    (f.offset(), f.read_all().unwrap().to_vec())
+}
+
+#[test]
+fn a_large_disk_body_is_served_from_its_segment_file() {
+    let body = pattern(300_000, 8);
+    let t = large_on_disk(b"/big", &body);
+    let first = runtime()
+        .block_on(read_pending(&t, b"/big"))
+        .expect("the first read streams it");
+    assert_eq!((first.1, first.2), (body.clone(), 4));
+    assert_eq!(t.stats().objects, 0, "not read into memory");
+    let hit = expect_hit(t.lookup(b"/big", &any));
+    let (offset, bytes) = file_bytes(&hit);
+    assert!(offset > 0, "a range of the segment file");
+    assert_eq!(bytes, body);
+    assert_eq!(hit.body_len(), 300_000);
+    assert_eq!(hit.head(), &conformance::head("t"));
+    assert_eq!(*hit.meta(), 4);
+    let seen = Store::lookup_no_fill(&t.store, b"/big", &any).expect("only-if-cached sees it");
+    assert!(Arc::ptr_eq(&seen, &hit));
+    // A 304 updates the head it is served with.
+    let new = t
+        .update(b"/big", &hit, conformance::head("304"), 5)
+        .expect("updated");
+    let again = expect_hit(t.lookup(b"/big", &any));
+    assert!(Arc::ptr_eq(&new, &again));
+    assert_eq!(
+        (again.head(), *again.meta()),
+        (&conformance::head("304"), 5)
+    );
+    assert_eq!(file_bytes(&again).1, body);
+    // A purge forgets it.
+    assert!(t.purge(b"/big") >= 1);
+    expect_miss(t.lookup(b"/big", &any));
+}
+
+#[test]
+fn a_reclaimed_segment_keeps_the_bytes_of_a_body_being_sent() {
+    let body = pattern(300_000, 9);
+    let t = large_on_disk(b"/big", &body);
+    runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    let sending = expect_hit(t.lookup(b"/big", &any));
+    let seg_dir_before = crate::disk::segment_ids(t.dir.path());
+    // Earned evictions until every old segment is reclaimed.
+    for i in 0..400 {
+        let key = format!("/fill/{i}");
+        conformance::expect_stored(store_object(
+            &t,
+            key.as_bytes(),
+            b"",
+            &pattern(60_000, 1),
+            0,
+        ));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.disks()[0].sync(false);
+    let after = crate::disk::segment_ids(t.dir.path());
+    assert!(
+        seg_dir_before.iter().all(|id| !after.contains(id)),
+        "{seg_dir_before:?} vs {after:?}"
+    );
+    assert!(
+        !matches!(t.lookup(b"/big", &any), Lookup::Hit(_)),
+        "forgotten with its segment"
+    );
+    assert_eq!(
+        file_bytes(&sending).1,
+        body,
+        "the unlinked file still holds it"
+    );
+}
+
+#[test]
+fn a_large_body_failing_its_checksum_is_never_sent() {
+    let body = pattern(300_000, 10);
+    let t = large_on_disk(b"/big", &body);
+    let ids = crate::disk::segment_ids(t.dir.path());
+    let path = t.dir.path().join(format!("{:08x}.seg", ids[0]));
+    let mut b = std::fs::read(&path).unwrap();
+    let at = b
+        .windows(64)
+        .position(|w| w == &body[200_000..200_064])
+        .unwrap();
+    b[at] ^= 1;
+    std::fs::write(&path, b).unwrap();
+    runtime().block_on(async {
+        let Lookup::Pending(mut reader) = t.lookup(b"/big", &any) else {
+            panic!("expected a disk read");
+        };
+        assert_eq!(reader.head().await.err(), Some(FillError::Released));
+        assert!(reader.take_writer().is_some(), "handed to the origin");
+    });
+    assert!(t.stats().disk_checksum_failures >= 1);
+    expect_miss(t.lookup(b"/big", &any));
+}
+
+/// A small tmpfs mounted for one test (root only; `None` where mounting is not allowed).
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// Memory keeps serving while the disk fails: `hot` keys are stored and hit.
+fn assert_memory_still_serves(t: &Tiered, hot: &[String], body: &[u8]) {
+    for key in hot {
+        let hit = expect_hit(t.lookup(key.as_bytes(), &any));
+        assert_eq!(body_of(&hit), body);
+    }
+    conformance::expect_stored(store_object(t, b"/after", b"", body, 3));
+    expect_hit(t.lookup(b"/after", &any));
+}
+
+#[test]
+fn a_full_disk_fails_the_disk_and_memory_keeps_serving() {
+    let Some(fs) = Tmpfs::mount("2m") else {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    };
+    // The disk is configured larger than the file system holds: writes meet ENOSPC.
+    let store_dir = tempfile::tempdir_in(fs.0.path()).unwrap();
+    let t = tiered_in(store_dir, 1 << 20, 64 << 10, 1);
+    let body = pattern(50_000, 6);
+    let mut keys = Vec::new();
+    for i in 0..200 {
+        let key = format!("/k/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+        keys.push(key);
+    }
+    t.store.disks()[0].sync(false);
+    let s = t.stats();
+    assert_eq!(s.disks_failed, 1, "{s:?}");
+    assert!(s.disk_faults >= 1, "{s:?}");
+    assert_eq!(s.disk_objects, 0, "a failed disk's index is emptied");
+    // Whatever memory still holds is served; evicted keys are plain misses.
+    let in_memory: Vec<String> = keys
+        .iter()
+        .filter(|k| Store::lookup_no_fill(&t.store, k.as_bytes(), &any).is_some())
+        .cloned()
+        .collect();
+    assert!(!in_memory.is_empty());
+    assert_memory_still_serves(&t, &in_memory, &body);
+    expect_miss(t.lookup(b"/k/0", &any));
+    t.store.close();
+    drop(t);
+    drop(fs);
+}
+
+#[test]
+fn an_unreadable_segment_fails_the_disk_at_open_and_memory_keeps_serving() {
+    let t = tiered(1 << 20, 64 << 10);
+    let body = pattern(20_000, 2);
+    let keys: Vec<String> = (0..10).map(|i| format!("/k/{i}")).collect();
+    for key in &keys {
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body, 1));
+        expect_hit(t.lookup(key.as_bytes(), &any));
+    }
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    // A segment replaced by a directory: opening it fails (EISDIR), as an EIO would.
+    for id in crate::disk::segment_ids(dir.path()) {
+        let path = dir.path().join(format!("{id:08x}.seg"));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+    }
+    let memory = StoreConfig {
+        budget_bytes: 1 << 20,
+        max_object_bytes: 64 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    store.disks()[0].wait_loaded(Duration::from_secs(10));
+    let t = Tiered { store, dir };
+    let s = t.stats();
+    assert!(s.disks_failed == 1 || s.disk_objects == 0, "{s:?}");
+    for key in &keys {
+        expect_miss(t.lookup(key.as_bytes(), &any));
+    }
+    assert_memory_still_serves(&t, &[], &body);
+    t.store.close();
+}
+
+#[test]
+fn a_segment_truncated_under_a_read_fails_the_disk_and_memory_keeps_serving() {
+    let t = tiered(64 << 10, 32 << 10);
+    let body = pattern(20_000, 4);
+    demote(&t, b"/gone", &body);
+    conformance::expect_stored(store_object(&t, b"/mem", b"", &body, 1));
+    for id in crate::disk::segment_ids(t.dir.path()) {
+        let path = t.dir.path().join(format!("{id:08x}.seg"));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+    }
+    runtime().block_on(async {
+        let Lookup::Pending(mut reader) = t.lookup(b"/gone", &any) else {
+            panic!("expected a disk read");
+        };
+        assert_eq!(reader.head().await.err(), Some(FillError::Released));
+        assert!(reader.take_writer().is_some());
+    });
+    let s = t.stats();
+    assert_eq!(s.disks_failed, 1, "{s:?}");
+    assert!(s.disk_faults >= 1);
+    assert_memory_still_serves(&t, &["/mem".to_string()], &body);
+    t.store.close();
+}

@@ -100,7 +100,13 @@ impl Cache {
             Box::new(MemoryStore::new(memory))
         } else {
             let disks = config.disks.iter().map(disk_config).collect();
-            Box::new(TieredStore::open(TieredConfig::new(memory, disks)))
+            // Disk bodies from the sendfile size up are sent from their segment file.
+            let segment_body_min = memory.body_file_min;
+            let tiered = TieredConfig {
+                segment_body_min,
+                ..TieredConfig::new(memory, disks)
+            };
+            Box::new(TieredStore::open(tiered))
         };
         let policies = listeners
             .iter()

@@ -158,7 +158,9 @@ where
 
 /// Sends bytes `start..end` of a stored body file with `sendfile(2)`: the kernel takes
 /// references to the file's pages instead of copying them (see sepia_store's `body_file.rs`).
-/// Fails with `TimedOut` when the peer stops reading for `limit` between two progresses.
+/// The body starts at `file.offset()` in its file (0 for a body file of its own, the record's
+/// place for a body in a disk-cache segment). Fails with `TimedOut` when the peer stops
+/// reading for `limit` between two progresses.
 pub async fn send_file_within(
     stream: &TcpStream,
     file: &BodyFile,
@@ -167,8 +169,9 @@ pub async fn send_file_within(
     limit: Duration,
 ) -> io::Result<()> {
     debug_assert!(start <= end && end <= file.len());
-    let mut offset = i64::try_from(start).map_err(io::Error::other)?;
-    let end = i64::try_from(end).map_err(io::Error::other)?;
+    let base = file.offset();
+    let mut offset = i64::try_from(base + start).map_err(io::Error::other)?;
+    let end = i64::try_from(base + end).map_err(io::Error::other)?;
     while offset < end {
         // One call moves at most what the socket buffer takes; the cap keeps `count` in range.
         let count = (end - offset).min(1 << 30) as usize;

@@ -27,6 +27,8 @@ pub(crate) trait Demoted: Send + Sync {
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>>;
     /// Approximate bytes it will take (for the queue bound and the write budget).
     fn disk_size(&self) -> u64;
+    /// Called once its record is placed in the log (written within `flush_interval`).
+    fn written(&self) {}
 }
 
 pub(crate) enum Cmd {
@@ -42,6 +44,8 @@ pub(crate) enum Cmd {
     },
     /// Flush (and with `true`, checkpoint), then answer.
     Sync(bool, std::sync::mpsc::SyncSender<()>),
+    /// Flush, seal the segment being written, checkpoint, then answer (`close`).
+    Close(std::sync::mpsc::SyncSender<()>),
     Shutdown,
     /// Stop at once, writing nothing more (tests: what a kill -9 leaves).
     #[cfg(test)]
@@ -68,6 +72,11 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Keys purged while the index loads, so the loader does not bring them back.
     pub(crate) purged_while_loading: Mutex<HashSet<u64>>,
+    /// Set by `close`: demotions are refused from then on.
+    pub(crate) closed: std::sync::atomic::AtomicBool,
+    /// See `DiskEngine::on_reclaim`.
+    #[allow(clippy::type_complexity)]
+    pub(crate) on_reclaim: RwLock<Option<Box<dyn Fn(u32) + Send + Sync>>>,
 }
 
 impl Shared {
@@ -104,8 +113,41 @@ pub(crate) struct DiskRecord {
     pub(crate) secondary: Bytes,
     pub(crate) meta: Bytes,
     pub(crate) head: Bytes,
+    /// The body, read and verified; empty when it was left in the file (`in_file`).
     pub(crate) body: Vec<Bytes>,
     pub(crate) body_len: u64,
+    /// Where the body lies in its segment, for bodies of at least `read_all`'s
+    /// `segment_from` bytes: to be served from the segment file.
+    pub(crate) in_file: Option<InFile>,
+    pub(crate) hash: u64,
+    pub(crate) seg: u32,
+    pub(crate) offset: u64,
+}
+
+/// A record's body in its segment file.
+#[derive(Debug, Clone)]
+pub(crate) struct InFile {
+    pub(crate) file: Arc<std::fs::File>,
+    /// File offset of the body's first byte.
+    pub(crate) at: u64,
+    /// One CRC32C per `CHUNK` of the body.
+    pub(crate) crcs: Vec<u8>,
+    /// The body was read and verified already (it was within the first read).
+    pub(crate) verified: bool,
+}
+
+impl InFile {
+    /// Reads and verifies chunk `index` of a body of `len` bytes.
+    pub(crate) fn chunk(&self, index: u64, len: u64) -> Result<Bytes, ReadError> {
+        let from = index * CHUNK;
+        let n = (len - from).min(CHUNK);
+        let mut b = BytesMut::zeroed(n as usize);
+        read_at(&self.file, &mut b, self.at + from)?;
+        if !verify_chunks(&self.crcs, index, &b) {
+            return Err(ReadError::Corrupt);
+        }
+        Ok(b.freeze())
+    }
 }
 
 /// A handle to one disk. Dropping it (or [`DiskEngine::close`]) flushes, seals the segment
@@ -113,6 +155,8 @@ pub(crate) struct DiskRecord {
 pub struct DiskEngine {
     pub(crate) shared: Arc<Shared>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Held by `close` while it runs, so a second caller waits for the first one's work.
+    close_lock: Mutex<()>,
 }
 
 impl std::fmt::Debug for DiskEngine {
@@ -146,6 +190,8 @@ impl DiskEngine {
             wake: Condvar::new(),
             counters: Counters::default(),
             purged_while_loading: Mutex::new(HashSet::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            on_reclaim: RwLock::new(None),
         });
         shared.counters.loading.store(true, Relaxed);
         let for_thread = Arc::clone(&shared);
@@ -155,6 +201,7 @@ impl DiskEngine {
         Ok(DiskEngine {
             shared,
             writer: Mutex::new(Some(handle)),
+            close_lock: Mutex::new(()),
         })
     }
 
@@ -167,18 +214,54 @@ impl DiskEngine {
         !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
     }
 
-    /// Queues an object for writing; false (and counted) when the queue is full or the disk failed.
+    /// Queues an object for writing; false (and counted) when the queue is full, false when
+    /// the disk failed or was closed.
     pub(crate) fn enqueue_write(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
-        if self.shared.failed() {
+        if self.shared.closed.load(Relaxed) {
             return false;
+        }
+        match self.try_enqueue(primary, object) {
+            Enqueue::Queued => true,
+            Enqueue::Full(_) => {
+                self.shared.counters.queue_drops.fetch_add(1, Relaxed);
+                false
+            }
+            Enqueue::Failed => false,
+        }
+    }
+
+    /// Queues an object for writing during a shutdown: waits for room in the queue until
+    /// `deadline`. False when the deadline passed first or the disk failed.
+    pub(crate) fn write_before(
+        &self,
+        primary: Bytes,
+        mut object: Arc<dyn Demoted>,
+        deadline: std::time::Instant,
+    ) -> bool {
+        loop {
+            match self.try_enqueue(primary.clone(), object) {
+                Enqueue::Queued => return true,
+                Enqueue::Failed => return false,
+                Enqueue::Full(back) => object = back,
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            // The writer drains 32 MiB in well under a second; no wake-up is worth a condvar.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>) -> Enqueue {
+        if self.shared.failed() {
+            return Enqueue::Failed;
         }
         let size = object.disk_size();
         let hash = self.hash(&primary);
         let mut q = self.shared.lock_queue();
-        if q.write_bytes + size > self.shared.cfg.queue_bytes {
-            drop(q);
-            self.shared.counters.queue_drops.fetch_add(1, Relaxed);
-            return false;
+        // An object larger than the whole queue still goes when the queue is empty.
+        if q.write_bytes > 0 && q.write_bytes + size > self.shared.cfg.queue_bytes {
+            return Enqueue::Full(object);
         }
         q.write_bytes += size;
         q.cmds.push_back(Cmd::Write {
@@ -189,7 +272,14 @@ impl DiskEngine {
         });
         drop(q);
         self.shared.wake.notify_one();
-        true
+        Enqueue::Queued
+    }
+
+    /// Bytes the disk can take without reclaiming what is written now: its segment space
+    /// minus two segments (the one being written and the next).
+    pub(crate) fn room_bytes(&self) -> u64 {
+        let cfg = &self.shared.cfg;
+        cfg.data_capacity().saturating_sub(2 * cfg.segment_bytes)
     }
 
     /// Removes every record of `primary` from the index now, and logs a tombstone so the
@@ -217,7 +307,9 @@ impl DiskEngine {
 
     /// Reads every indexed record of `primary` (blocking I/O: call it off the event loop).
     /// Records failing a checksum are dropped from the index; I/O errors fail the disk.
-    pub(crate) fn read_all(&self, primary: &[u8]) -> Vec<DiskRecord> {
+    /// A body of at least `segment_from` bytes that is not within the first read is left in
+    /// the file (`DiskRecord::in_file`): the caller reads and verifies it chunk by chunk.
+    pub(crate) fn read_all(&self, primary: &[u8], segment_from: u64) -> Vec<DiskRecord> {
         let hash = self.hash(primary);
         let mut out = Vec::new();
         if self.shared.failed() {
@@ -225,7 +317,7 @@ impl DiskEngine {
         }
         for loc in self.shared.index.candidates(hash) {
             self.shared.counters.reads.fetch_add(1, Relaxed);
-            match self.read_one(&loc, primary) {
+            match self.read_one(&loc, primary, hash, segment_from) {
                 Ok(Some(rec)) => {
                     self.shared.counters.hits.fetch_add(1, Relaxed);
                     if !loc.hit {
@@ -234,22 +326,56 @@ impl DiskEngine {
                     out.push(rec);
                 }
                 Ok(None) => {}
-                Err(ReadError::Corrupt) => {
-                    self.shared.counters.checksum_failures.fetch_add(1, Relaxed);
-                    tracing::warn!(disk = %self.shared.cfg.path.display(), seg = loc.seg, offset = loc.offset, "disk record failed its checksum: dropped");
-                    self.shared.index.remove_exact(hash, loc.seg, loc.offset);
-                }
-                Err(ReadError::Io(e)) => {
-                    self.shared.fault("read", &e);
-                    return Vec::new();
+                Err(e) => {
+                    if self.read_failed(hash, loc.seg, loc.offset, e) {
+                        return Vec::new();
+                    }
                 }
             }
         }
         out
     }
 
+    /// Books a failed read of the record at `seg`/`offset`: a checksum failure drops it
+    /// from the index, an I/O error fails the disk (then true).
+    pub(crate) fn read_failed(&self, hash: u64, seg: u32, offset: u64, e: ReadError) -> bool {
+        match e {
+            ReadError::Corrupt => {
+                self.shared.counters.checksum_failures.fetch_add(1, Relaxed);
+                tracing::warn!(disk = %self.shared.cfg.path.display(), seg, offset, "disk record failed its checksum: dropped");
+                self.shared.index.remove_exact(hash, seg, offset);
+                false
+            }
+            ReadError::Io(e) => {
+                self.shared.fault("read", &e);
+                true
+            }
+        }
+    }
+
+    /// Whether the disk failed (its index is then empty).
+    pub(crate) fn failed(&self) -> bool {
+        self.shared.failed()
+    }
+
+    /// Called with a segment's id when it is reclaimed (its file unlinked): the tiered store
+    /// lets go of the bodies it serves from it, so the file's blocks are freed.
+    pub(crate) fn on_reclaim(&self, hook: Box<dyn Fn(u32) + Send + Sync>) {
+        *self
+            .shared
+            .on_reclaim
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
+
     /// `Ok(None)`: a valid record of another key (a tag collision).
-    fn read_one(&self, loc: &Loc, primary: &[u8]) -> Result<Option<DiskRecord>, ReadError> {
+    fn read_one(
+        &self,
+        loc: &Loc,
+        primary: &[u8],
+        hash: u64,
+        segment_from: u64,
+    ) -> Result<Option<DiskRecord>, ReadError> {
         let seg = self.shared.seg(loc.seg).ok_or(ReadError::Corrupt)?;
         let mut prefix = if loc.len > 0 && loc.len <= 4 * CHUNK {
             let mut b = BytesMut::zeroed(loc.len as usize);
@@ -279,6 +405,13 @@ impl DiskEngine {
         ];
         let prefix_len = h.prefix_len() as usize;
         let crcs = p.chunk_crcs.to_vec();
+        let body_at = loc.offset + prefix_len as u64;
+        let mut in_file = (h.body_len >= segment_from).then(|| InFile {
+            file: Arc::clone(&seg.file),
+            at: body_at,
+            crcs: crcs.clone(),
+            verified: false,
+        });
         let body = if prefix.len() >= prefix_len + h.body_len as usize {
             let body = prefix
                 .split_off(prefix_len)
@@ -287,9 +420,14 @@ impl DiskEngine {
             if !verify_chunks(&crcs, 0, &body) {
                 return Err(ReadError::Corrupt);
             }
+            if let Some(f) = &mut in_file {
+                f.verified = true;
+            }
             vec![body]
+        } else if in_file.is_some() {
+            Vec::new()
         } else {
-            read_body(&seg, loc.offset + prefix_len as u64, h.body_len, &crcs)?
+            read_body(&seg, body_at, h.body_len, &crcs)?
         };
         let mut fixed = prefix.freeze();
         let mut take = |n: usize| {
@@ -305,6 +443,10 @@ impl DiskEngine {
             head: take(lens[3]),
             body,
             body_len: h.body_len,
+            in_file,
+            hash,
+            seg: loc.seg,
+            offset: loc.offset,
         }))
     }
 
@@ -345,8 +487,29 @@ impl DiskEngine {
         &self.shared.cfg.path
     }
 
-    /// Flushes, seals, checkpoints and stops the writer thread.
+    /// Flushes, seals the segment being written and checkpoints, as a clean shutdown must;
+    /// waits for it. Idempotent, and safe while lookups go on: reads keep working, new
+    /// demotions are refused, and purges are still logged (the writer thread runs until the
+    /// engine is dropped, so a purge after `close` survives a restart too).
     pub fn close(&self) {
+        let _one = self
+            .close_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.shared.closed.swap(true, Relaxed) {
+            // Closed before: only what came since (tombstones) needs flushing.
+            self.sync(false);
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.lock_queue().cmds.push_back(Cmd::Close(tx));
+        self.shared.wake.notify_one();
+        let _ = rx.recv_timeout(Duration::from_secs(60));
+    }
+
+    /// Closes, then stops the writer thread.
+    fn shutdown(&self) {
+        self.close();
         let handle = self
             .writer
             .lock()
@@ -379,8 +542,14 @@ impl DiskEngine {
 
 impl Drop for DiskEngine {
     fn drop(&mut self) {
-        self.close();
+        self.shutdown();
     }
+}
+
+enum Enqueue {
+    Queued,
+    Full(Arc<dyn Demoted>),
+    Failed,
 }
 
 pub(crate) enum ReadError {

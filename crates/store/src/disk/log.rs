@@ -14,20 +14,21 @@ use super::writer::{Active, Writer};
 
 impl Writer {
     /// Encodes a record into the buffer, rotating segments as needed, then re-appends any
-    /// hot records that a reclaim took out.
-    pub(super) fn append(&mut self, hash: u64, mut parts: RecordParts<'_>) -> io::Result<()> {
+    /// hot records that a reclaim took out. False when the record could not be placed (larger
+    /// than the disk).
+    pub(super) fn append(&mut self, hash: u64, mut parts: RecordParts<'_>) -> io::Result<bool> {
         parts.seq = self.seq;
         self.seq += 1;
         let start = self.buf.len();
         let h = format::encode(&parts, &mut self.buf);
         let encoded = self.buf.split_off(start);
-        self.place(hash, h.kind, h.seq, encoded)?;
+        let placed = self.place(hash, h.kind, h.seq, encoded)?;
         while let Some(mut rec) = self.reinsert.pop() {
             let (hash, kind, seq) = self.reseq(&mut rec);
             self.place(hash, kind, seq, rec)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
-        Ok(())
+        Ok(placed)
     }
 
     /// Gives a re-inserted record a new sequence number (its checksum covers it).
@@ -47,7 +48,7 @@ impl Writer {
         )
     }
 
-    fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<()> {
+    fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<bool> {
         let len = rec.len() as u64;
         let needed = |a: &Active| {
             a.end + len + (a.summary.len() as u64 + 1) * SUMMARY_ENTRY as u64 + FOOTER_LEN as u64
@@ -57,7 +58,7 @@ impl Writer {
         }
         if self.active.is_none() && !self.open_segment(len)? {
             self.shared.counters.budget_skips.fetch_add(1, Relaxed);
-            return Ok(());
+            return Ok(false);
         }
         let a = self.active.as_mut().expect("opened above");
         let offset = a.end;
@@ -87,7 +88,7 @@ impl Writer {
         if self.buf.len() >= self.shared.cfg.write_buffer_bytes {
             self.flush()?;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Opens a new segment with room for a record of `len`, reclaiming old ones for space.
@@ -146,6 +147,14 @@ impl Writer {
             }
         }
         std::fs::remove_file(segment::seg_path(&self.shared.cfg.path, id))?;
+        if let Some(hook) = &*self
+            .shared
+            .on_reclaim
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            hook(id);
+        }
         self.publish_bytes();
         Ok(())
     }

@@ -22,7 +22,7 @@
 //! 20 primary len   24 secondary len   28 meta len   32 head len   (u32 each)
 //! 36 chunk size u32 (1 MiB)   40 body len u64
 //! 48 primary key, secondary key, metadata (Persist), head, one crc32c per 1 MiB body chunk
-//!    body (contiguous, so a future sendfile can send it from the segment), zero padding
+//!    body (contiguous, so sendfile sends it from the segment: `tiered.rs`, "Large bodies"), zero padding
 //! ```
 //!
 //! The record CRC (hardware CRC32C) covers everything before the body including the chunk
@@ -34,7 +34,8 @@
 //! # Writing
 //!
 //! A writer thread per disk takes objects from a bounded queue (memory evictions that earned
-//! a disk place, see `tiered.rs`), encodes them into a 1 MiB aggregation buffer, and writes
+//! a disk place, and at a clean shutdown the earned objects still in memory, see
+//! `tiered.rs`), encodes them into a 1 MiB aggregation buffer, and writes
 //! it with `pwrite` when full and at least every `flush_interval` (1 s). Records become
 //! visible in the index only once written. Purges log a tombstone and are written at once.
 //! When a new segment needs room the oldest is reclaimed: its records that were hit since
@@ -105,8 +106,9 @@ mod segment;
 mod writer;
 
 pub use config::{DiskConfig, DiskStats};
+pub(crate) use engine::Demoted;
 pub use engine::DiskEngine;
-pub(crate) use engine::{Demoted, DiskRecord};
+pub(crate) use format::CHUNK;
 pub(crate) use pool::ReadPool;
 
 /// Segment ids in `dir` (tests of the layers above).

@@ -13,10 +13,11 @@ use super::hash::siphash13;
 
 /// An open segment file. Reads go through `file` with `pread`, so a reader holding the
 /// `Arc` keeps reading the bytes it located even after the file is reclaimed (unlinked).
+/// The file is shared with the segment-backed bodies sent from it (`BodyFile::in_segment`).
 #[derive(Debug)]
 pub(crate) struct SegFile {
     pub(crate) id: u32,
-    pub(crate) file: File,
+    pub(crate) file: std::sync::Arc<File>,
 }
 
 pub(crate) fn seg_path(dir: &Path, id: u32) -> PathBuf {
@@ -47,7 +48,10 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
         .write(true)
         .create_new(create)
         .open(seg_path(dir, id))?;
-    Ok(SegFile { id, file })
+    Ok(SegFile {
+        id,
+        file: std::sync::Arc::new(file),
+    })
 }
 
 /// Reads exactly `buf.len()` bytes at `at`, or fails (short file = `UnexpectedEof`).

@@ -59,7 +59,7 @@ fn try_put(e: &DiskEngine, key: &str, body: Vec<u8>) -> bool {
 
 /// `Some(true)`: found and byte-identical; `None`: a miss; panics on a wrong byte.
 pub(crate) fn check(e: &DiskEngine, key: &str) -> Option<bool> {
-    let recs = e.read_all(key.as_bytes());
+    let recs = e.read_all(key.as_bytes(), u64::MAX);
     let rec = recs.iter().max_by_key(|r| r.seq)?;
     assert_eq!(rec.head, format!("HEAD {key}").as_bytes(), "head of {key}");
     assert_eq!(&rec.meta[..], b"meta");
@@ -73,7 +73,7 @@ pub(crate) fn check(e: &DiskEngine, key: &str) -> Option<bool> {
 
 /// Like `check` for the tiny records of `crashed_log`.
 fn check_small(e: &DiskEngine, key: &str) -> bool {
-    let recs = e.read_all(key.as_bytes());
+    let recs = e.read_all(key.as_bytes(), u64::MAX);
     let Some(rec) = recs.iter().max_by_key(|r| r.seq) else {
         return false;
     };

@@ -137,7 +137,9 @@ impl Writer {
                     head: object.head(),
                     body: &body,
                 };
-                self.append(hash, parts)?;
+                if self.append(hash, parts)? {
+                    object.written();
+                }
             }
             Some(Cmd::Tombstone { hash, primary }) if !failed => {
                 self.pending.retain(|(h, _)| *h != hash);
@@ -163,7 +165,16 @@ impl Writer {
                 }
                 let _ = done.send(());
             }
-            Some(Cmd::Shutdown) if !failed => {
+            Some(Cmd::Close(done)) => {
+                if !failed {
+                    self.flush()?;
+                    self.seal_active()?;
+                    self.checkpoint()?;
+                }
+                let _ = done.send(());
+            }
+            // After `close`, only if something (a purge) was written since.
+            Some(Cmd::Shutdown) if !failed && (self.active.is_some() || !self.buf.is_empty()) => {
                 self.flush()?;
                 self.seal_active()?;
                 self.checkpoint()?;

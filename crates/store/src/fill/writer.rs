@@ -136,6 +136,7 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
             base_size,
             max,
             oversize,
+            on_disk: false,
         }
     }
 
@@ -202,6 +203,9 @@ pub struct BodyWriter<M> {
     base_size: u64,
     max: u64,
     oversize: bool,
+    /// The body is a disk record's (the tiered store): the object is marked so (before it is
+    /// committed, so an eviction right after never rewrites it).
+    on_disk: bool,
 }
 
 impl<M> std::fmt::Debug for BodyWriter<M> {
@@ -235,6 +239,28 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
     /// but attached readers still receive every chunk.
     pub fn is_too_big(&self) -> bool {
         self.oversize
+    }
+
+    /// Declares that the body is a disk record's: the committed object is marked on disk.
+    pub(crate) fn mark_on_disk(&mut self) {
+        self.on_disk = true;
+    }
+
+    /// Declares that the body will not be committed (the tiered store serves a large disk
+    /// body from its segment file instead): from now on the fill behaves as one that
+    /// outgrew the maximum object size (attached readers get every chunk, nothing is kept
+    /// for later ones, nothing is stored).
+    pub(crate) fn keep_out_of_store(&mut self) {
+        if self.oversize {
+            return;
+        }
+        self.oversize = true;
+        let core = self
+            .core
+            .as_ref()
+            .expect("a BodyWriter always holds its core until consumed");
+        core.shared.lock().oversize = true;
+        core.target.detach(&core.ticket, DetachReason::TooBig);
     }
 
     /// Appends the next body chunk (a slice of the origin read buffer; not copied) and
@@ -312,6 +338,9 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
                 head.meta().clone(),
                 head.secondary().clone(),
             );
+            if self.on_disk {
+                object.set_on_disk();
+            }
             core.target.commit(&core.ticket, object)
         };
         core.shared.end(Phase::Complete);
