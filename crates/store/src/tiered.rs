@@ -16,10 +16,12 @@
 //!   in memory, and the next lookup for another variant is a plain miss (memory holds a
 //!   variant of the key, so the disk is not asked again).
 //! - Demotion: objects evicted from memory that earned it (see `s3fifo.rs`: hit while in
-//!   the small queue, or re-admitted through the ghost queue) are queued to their disk's
-//!   writer thread; a full queue drops them (counted). An object whose disk record is
-//!   exactly it (it was read from disk, or written already: `Object::on_disk`) is not
-//!   written again while the disk still indexes its key.
+//!   the small queue, or re-admitted through the ghost queue), and those leaving unearned a
+//!   second time within about the disks' horizon (`disk_ghost.rs`: memory's own ghost
+//!   forgets after about memory's size), are queued to their disk's writer thread; a full
+//!   queue drops them (counted). An object whose disk record is exactly it (it was read
+//!   from disk, or written already: `Object::on_disk`) is not written again while the disk
+//!   still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
 //!   `update` after a 304 updates memory, and when the object is not in memory (a disk
 //!   copy streamed without being kept) drops the disk copies. `lookup_no_fill` sees memory
@@ -85,7 +87,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -93,6 +95,7 @@ use bytes::Bytes;
 use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
 use crate::disk::{DiskConfig, DiskEngine, DiskStats, ReadPool, CHUNK};
+use crate::disk_ghost::DiskGhost;
 use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
 use crate::object::{Body, Object};
@@ -236,6 +239,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// Opens the disks (each loads its index in the background; lookups meanwhile miss on
     /// what is not loaded yet). A disk that cannot be opened is logged and left out.
     pub fn open(cfg: TieredConfig) -> Self {
+        let disk_bytes = cfg.disks.iter().map(|d| d.size_bytes).sum::<u64>();
         let engines: Vec<Arc<DiskEngine>> = cfg
             .disks
             .into_iter()
@@ -254,11 +258,25 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
         });
         let for_hook = Arc::clone(&disks);
-        let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>| {
-            if let Some(disk) = for_hook.for_key(&primary) {
-                if !(object.on_disk() && disk.maybe_has(disk.hash(&primary))) {
-                    disk.enqueue_write(primary, object);
-                }
+        let horizon = cfg.memory.budget_bytes + disk_bytes;
+        let ghost = Mutex::new(DiskGhost::new(horizon));
+        let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>, earned| {
+            let Some(disk) = for_hook.for_key(&primary) else {
+                return;
+            };
+            let hash = disk.hash(&primary);
+            if object.on_disk() && disk.maybe_has(hash) {
+                return;
+            }
+            // Unearned: written only if it left memory unearned once before, within about
+            // the disks' horizon (see `disk_ghost.rs`).
+            let size = object.head().len() as u64 + object.body_len();
+            let again = || {
+                let mut ghost = ghost.lock().unwrap_or_else(PoisonError::into_inner);
+                ghost.seen_again(hash, size)
+            };
+            if earned || again() {
+                disk.enqueue_write(primary, object);
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);

@@ -346,6 +346,7 @@ impl DiskEngine {
                 self.shared.index.remove_exact(hash, seg, offset);
                 false
             }
+            ReadError::NotOpen => false,
             ReadError::Io(e) => {
                 self.shared.fault("read", &e);
                 true
@@ -376,7 +377,13 @@ impl DiskEngine {
         hash: u64,
         segment_from: u64,
     ) -> Result<Option<DiskRecord>, ReadError> {
-        let seg = self.shared.seg(loc.seg).ok_or(ReadError::Corrupt)?;
+        // While the index loads, the checkpoint's entries are in it before their segments
+        // are open: such an entry is a miss for now, not a bad record to drop.
+        let seg = match self.shared.seg(loc.seg) {
+            Some(seg) => seg,
+            None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
+            None => return Err(ReadError::Corrupt),
+        };
         let mut prefix = if loc.len > 0 && loc.len <= 4 * CHUNK {
             let mut b = BytesMut::zeroed(loc.len as usize);
             read_at(&seg.file, &mut b, loc.offset)?;
@@ -554,6 +561,8 @@ enum Enqueue {
 
 pub(crate) enum ReadError {
     Corrupt,
+    /// The record's segment is not open yet (the index is loading): a miss, nothing wrong.
+    NotOpen,
     Io(io::Error),
 }
 
