@@ -3,7 +3,8 @@
 #
 #   bench/disk.sh restart [--objects N] [--memory SIZE] [--dir-size SIZE] [--reps R]
 #   bench/disk.sh hitcost [--sizes 4k,64k] [--reps R] [--duration S] [--conns C]
-#                         [--hit-objects N] [--hit-disk-size SIZE] [--fill-gap G]
+#                         [--hit-objects N] [--hit-disk-size SIZE] [--fill-gap G] [--nginx]
+#                         [--hit-memory SIZE]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P]
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +13,7 @@ source "$BENCH_DIR/lib/common.sh"
 
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
-FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 HIT_OBJECTS= HIT_DISK_SIZE=2GiB
+FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
 ORIGIN_PORT=18480 PORT=18481
@@ -27,6 +28,8 @@ while (($#)); do
         --sizes) SIZES=$2; shift ;;
         --hit-objects) HIT_OBJECTS=$2; shift ;;
         --fill-gap) FILL_GAP=$2; shift ;;
+        --nginx) NGINX=1 ;;
+        --hit-memory) HIT_MEMORY=$2; shift ;;
         --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --disk-root) DISK_ROOT=$2; shift ;;
@@ -143,23 +146,25 @@ restart_bench() {
 # one_run NAME PORT BASE N: a measured uniform-random run; appends a JSON record.
 one_run() {
     local name=$1 port=$2 base=$3 n=$4 pid=$5 c0 c1 l0 req
-    l0=$(($(wc -l < "$RUN/$name/access.log") + 1))
+    local o0; o0=$(curl -s "http://127.0.0.1:$ORIGIN_PORT/nginx_status" | awk 'NR == 3 { print $3 }')
+    l0=1; [[ -e $RUN/$name/access.log ]] && l0=$(($(wc -l < "$RUN/$name/access.log") + 1))
     local t0; t0=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
-    local d0; d0=$(du -sb "$DISK_ROOT/hit-$name" | cut -f1)
+    local d0; d0=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d0=${d0:-0}
     c0=$(cpu_of "$pid")
     taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d "$DURATION" -s "$BENCH_DIR/tools/disk_uniform.lua" \
         "http://127.0.0.1:$port" -- "$base" "$n" > "$RUN/wrk-$name.txt" 2>&1
     c1=$(cpu_of "$pid")
     local t1; t1=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
     sleep 1
-    local d1; d1=$(du -sb "$DISK_ROOT/hit-$name" | cut -f1)
+    local d1; d1=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d1=${d1:-0}
+    local o1; o1=$(curl -s "http://127.0.0.1:$ORIGIN_PORT/nginx_status" | awk 'NR == 3 { print $3 }')
     local threads; threads=$(python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(json.dumps({k: round(v - a.get(k, 0), 2) for k, v in b.items() if v - a.get(k, 0) > 0.005}))' "$t0" "$t1")
     req=$(awk '/requests in/ { print $1 }' "$RUN/wrk-$name.txt")
     local rps; rps=$(awk '/Requests\/sec/ { print $2 }' "$RUN/wrk-$name.txt")
     local us; us=$(echo "scale=2; ($c1 - $c0) * 1000000 / $req" | bc)
     local cpu; cpu=$(echo "scale=1; ($c1 - $c0) * 100 / $DURATION" | bc)
-    local mix; mix=$(codes "$RUN/$name/access.log" "$l0")
-    echo "{\"case\":\"$name\",\"requests\":$req,\"rps\":$rps,\"cpu_us\":$us,\"target_cpu_pct\":$cpu,\"mix\":\"$mix\",\"thread_cpu_s\":$threads,\"disk_growth_bytes\":$((d1 - d0))}" | tee -a "$RESULTS"
+    local mix="(no access log)"; [[ -e $RUN/$name/access.log ]] && mix=$(codes "$RUN/$name/access.log" "$l0")
+    echo "{\"case\":\"$name\",\"requests\":$req,\"rps\":$rps,\"cpu_us\":$us,\"target_cpu_pct\":$cpu,\"mix\":\"$mix\",\"thread_cpu_s\":$threads,\"disk_growth_bytes\":$((d1 - d0)),\"origin_requests\":$((o1 - o0 - 1))}" | tee -a "$RESULTS"
 }
 
 hitcost_bench() {
@@ -174,25 +179,40 @@ hitcost_bench() {
         [[ -n $HIT_OBJECTS ]] && n=$HIT_OBJECTS
         local base=/s/$size/h$RANDOM-
         rm -rf "$DISK_ROOT/hit-disk-$size" "$DISK_ROOT/hit-mem-$size"
-        sepia_config "disk-$size" "$PORT" 16MiB "$DISK_ROOT/hit-disk-$size" "$HIT_DISK_SIZE"
+        sepia_config "disk-$size" "$PORT" "$HIT_MEMORY" "$DISK_ROOT/hit-disk-$size" "$HIT_DISK_SIZE"
         start_sepia "disk-$size" "$PORT"; local dpid=$SEPIA_PID
         sepia_config "mem-$size" $((PORT + 1)) "$memmem" "$DISK_ROOT/hit-mem-$size" 64MiB
         start_sepia "mem-$size" $((PORT + 1)); local mpid=$SEPIA_PID
-        log "$size: filling $n objects into each (disk: memory 16MiB; mem: memory $memmem)"
+        log "$size: filling $n objects into each (disk: memory $HIT_MEMORY; mem: memory $memmem)"
         fill "$PORT" "$base" "$n" > /dev/null
         fill $((PORT + 1)) "$base" "$n" > /dev/null
         sleep 3
         log "disk-$size after the fill: $(du -sh "$DISK_ROOT/hit-disk-$size" | cut -f1)"
         log "disk-$size fill: $(codes "$RUN/disk-$size/access.log"); mem-$size fill: $(codes "$RUN/mem-$size/access.log")"
+        local npid=
+        if ((NGINX)); then
+            local nd=$RUN/nginxcache
+            rm -rf "$nd"; mkdir -p "$nd/tmp"
+            render "$BENCH_DIR/peers/nginxcache.conf" "$nd/nginx.conf" $((PORT + 2))
+            launch "$TARGET_CPU" "$nd/stderr.log" nginx -p "$nd/" -c "$nd/nginx.conf" -g 'daemon off;'
+            npid=$LAUNCHED_PID
+            wait_listen "$npid" $((PORT + 2)) 15 || { warn "nginx proxy_cache did not start"; exit 1; }
+            pin_tree "$npid" "$TARGET_CPU"
+            fill $((PORT + 2)) "$base" "$n" > /dev/null
+            sleep 1
+        fi
         log "warm-up (5 s each)"
         local D=$DURATION; DURATION=5
         one_run "disk-$size" "$PORT" "$base" "$n" "$dpid" > /dev/null
         one_run "mem-$size" $((PORT + 1)) "$base" "$n" "$mpid" > /dev/null
+        [[ -n $npid ]] && one_run "nginxcache" $((PORT + 2)) "$base" "$n" "$npid" > /dev/null
         DURATION=$D
         for ((rep = 1; rep <= REPS; rep++)); do
             one_run "disk-$size" "$PORT" "$base" "$n" "$dpid"
             one_run "mem-$size" $((PORT + 1)) "$base" "$n" "$mpid"
+            [[ -n $npid ]] && one_run "nginxcache" $((PORT + 2)) "$base" "$n" "$npid"
         done
+        [[ -n $npid ]] && { stop_tree "$npid"; rm -rf "$RUN/nginxcache/cache"; }
         stop_tree "$dpid"; stop_tree "$mpid"
         rm -rf "$DISK_ROOT/hit-disk-$size" "$DISK_ROOT/hit-mem-$size" "$RUN/disk-$size/access.log" "$RUN/mem-$size/access.log"
     done
