@@ -321,7 +321,11 @@ fn damaged_segment_files_are_misses_never_wrong_bytes() {
             _ => check(id, &response),
         }
     }
-    assert_eq!(origin.request_count(), fetched, "only-if-cached reached the origin");
+    assert_eq!(
+        origin.request_count(),
+        fetched,
+        "only-if-cached reached the origin"
+    );
     assert!(gateway_timeouts > 0, "no damaged record was found");
     for id in 0..n {
         get(&mut client, id).unwrap();

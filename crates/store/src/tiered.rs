@@ -94,7 +94,7 @@ use bytes::Bytes;
 
 use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
-use crate::disk::{DiskConfig, DiskEngine, DiskStats, ReadPool, CHUNK};
+use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, ReadPool, CHUNK};
 use crate::disk_ghost::DiskGhost;
 use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
@@ -150,6 +150,10 @@ pub struct TieredConfig {
     /// Large disk bodies whose location is remembered at most (one entry each: head and
     /// metadata in memory, the body in the segment).
     pub max_segment_bodies: usize,
+    /// Small records in the page cache are read by the looking-up thread itself (`preadv2`
+    /// with `RWF_NOWAIT`, never waiting for the device) and answered as a hit; `false` sends
+    /// every disk read to the read threads (tests of that path).
+    pub cached_reads: bool,
 }
 
 impl TieredConfig {
@@ -163,6 +167,7 @@ impl TieredConfig {
             close_write_limit: std::time::Duration::from_secs(10),
             segment_body_min: 1 << 20,
             max_segment_bodies: 4096,
+            cached_reads: true,
         }
     }
 }
@@ -221,6 +226,8 @@ pub struct TieredStore<M> {
     disks: Arc<Disks>,
     close_write_limit: std::time::Duration,
     segment_body_min: u64,
+    /// See `TieredConfig::cached_reads`.
+    cached_reads: bool,
     bodies: Arc<SegmentBodies<M>>,
     segment_hits: AtomicU64,
     /// Held while `close` runs; true once it ran.
@@ -290,6 +297,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             disks,
             close_write_limit: cfg.close_write_limit,
             segment_body_min: cfg.segment_body_min,
+            cached_reads: cfg.cached_reads,
             bodies,
             segment_hits: AtomicU64::new(0),
             closed: std::sync::Mutex::new(false),
@@ -384,8 +392,20 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             return Lookup::Miss(writer);
         };
         let hash = disk.hash(primary);
-        if !disk.maybe_has(hash) || self.memory.has_primary(primary) || !self.disks.pool.has_room()
-        {
+        if !disk.maybe_has(hash) || self.memory.has_primary(primary) {
+            return Lookup::Miss(writer);
+        }
+        // A small record in the page cache is read here: a hand-off to a read thread and the
+        // wake-up back cost more than the read (bench/RESULTS.md, 2026-11-26).
+        let cached = self.cached_reads.then(|| disk.read_all_cached(primary));
+        let writer = match cached.flatten() {
+            Some(records) => match self.serve_cached(records, writer, select) {
+                Ok(found) => return found,
+                Err(writer) => writer,
+            },
+            None => writer,
+        };
+        if !self.disks.pool.has_room() {
             return Lookup::Miss(writer);
         }
         let Some(reader) = writer.join() else {
@@ -405,6 +425,40 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             fill_from_disk(&disk, &key, writer, &to)
         }));
         Lookup::Pending(reader)
+    }
+
+    /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
+    /// usable one, if the selector takes it, becomes a hit (and is kept in memory by the
+    /// usual admission, through `writer`); no usable record is a miss. `Err(writer)`: a body
+    /// to be served from its segment file, left to the read threads.
+    fn serve_cached(
+        &self,
+        records: Vec<DiskRecord>,
+        writer: FillWriter<M>,
+        select: &dyn Fn(&Object<M>) -> bool,
+    ) -> Result<Lookup<M>, FillWriter<M>> {
+        let usable = records
+            .into_iter()
+            .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
+            .max_by_key(|(_, r)| r.seq);
+        let Some((meta, rec)) = usable else {
+            return Ok(Lookup::Miss(writer));
+        };
+        if rec.body_len >= self.segment_body_min {
+            return Err(writer);
+        }
+        let object = Object::new(
+            rec.head.clone(),
+            Body::Chunks(rec.body.clone().into()),
+            rec.body_len,
+            meta.clone(),
+            rec.secondary.clone(),
+        );
+        if !select(&object) {
+            return Ok(Lookup::Miss(writer));
+        }
+        play_into(writer, rec, meta);
+        Ok(Lookup::Hit(Arc::new(object.just_read_from_disk())))
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
@@ -460,6 +514,20 @@ struct SegmentTarget<'a, M> {
     from: u64,
 }
 
+/// Plays a disk record held in memory into the fill: readers see it as a stored response,
+/// and finishing commits it to memory by the usual admission.
+fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskRecord, meta: M) {
+    let length = BodyLength::Known(rec.body_len);
+    let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
+    // The disk copy is this object: evicting it again (or closing) need not rewrite it.
+    body_writer.mark_on_disk();
+    for chunk in rec.body {
+        body_writer.append(chunk);
+    }
+    // Lengths match by construction (verified record); a mismatch would abort the readers.
+    let _ = body_writer.finish();
+}
+
 /// Reads `key`'s newest disk record and plays it into the fill; hands the fill over to a
 /// waiting request when there is nothing usable.
 fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
@@ -478,19 +546,7 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         return;
     };
     let Some(in_file) = rec.in_file.clone() else {
-        let mut body_writer = writer.publish_stored_head(
-            rec.head,
-            meta,
-            rec.secondary,
-            BodyLength::Known(rec.body_len),
-        );
-        // The disk copy is this object: evicting it again (or closing) need not rewrite it.
-        body_writer.mark_on_disk();
-        for chunk in rec.body {
-            body_writer.append(chunk);
-        }
-        // Lengths match by construction (verified record); a mismatch would abort the readers.
-        let _ = body_writer.finish();
+        play_into(writer, rec, meta);
         return;
     };
     // A large body: verified whole before any byte is sent (a bad chunk hands the request

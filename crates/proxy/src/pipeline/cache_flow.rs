@@ -82,8 +82,10 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
     };
     match found {
         Lookup::Hit(obj) => {
-            // A large body the disk tier serves from its segment file is a hit from disk.
-            let from_disk = matches!(obj.body(), Body::File(f) if f.in_disk_segment());
+            // Read from disk by this lookup, or a large body the disk tier serves from its
+            // segment file: a hit from disk.
+            let from_disk =
+                obj.read_from_disk() || matches!(obj.body(), Body::File(f) if f.in_disk_segment());
             let code = if from_disk {
                 ResultCode::TcpHit
             } else {
