@@ -398,13 +398,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // A small record in the page cache is read here: a hand-off to a read thread and the
         // wake-up back cost more than the read (bench/RESULTS.md, 2026-11-26).
         let cached = self.cached_reads.then(|| disk.read_all_cached(primary));
-        let writer = match cached.flatten() {
-            Some(records) => match self.serve_cached(records, writer, select) {
-                Ok(found) => return found,
-                Err(writer) => writer,
-            },
-            None => writer,
-        };
+        if let Some(records) = cached.flatten() {
+            return self.serve_cached(records, writer, select);
+        }
         if !self.disks.pool.has_room() {
             return Lookup::Miss(writer);
         }
@@ -429,24 +425,22 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
 
     /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
     /// usable one, if the selector takes it, becomes a hit (and is kept in memory by the
-    /// usual admission, through `writer`); no usable record is a miss. `Err(writer)`: a body
-    /// to be served from its segment file, left to the read threads.
+    /// usual admission, through `writer`); no usable record is a miss.
     fn serve_cached(
         &self,
         records: Vec<DiskRecord>,
         writer: FillWriter<M>,
         select: &dyn Fn(&Object<M>) -> bool,
-    ) -> Result<Lookup<M>, FillWriter<M>> {
+    ) -> Lookup<M> {
         let usable = records
             .into_iter()
             .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
             .max_by_key(|(_, r)| r.seq);
         let Some((meta, rec)) = usable else {
-            return Ok(Lookup::Miss(writer));
+            return Lookup::Miss(writer);
         };
-        if rec.body_len >= self.segment_body_min {
-            return Err(writer);
-        }
+        // Read whole already (up to `CACHED_READ_MAX`): served from memory like any
+        // object of its size, even one that the read threads would send from its segment.
         let object = Object::new(
             rec.head.clone(),
             Body::Chunks(rec.body.clone().into()),
@@ -455,10 +449,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             rec.secondary.clone(),
         );
         if !select(&object) {
-            return Ok(Lookup::Miss(writer));
+            return Lookup::Miss(writer);
         }
         play_into(writer, rec, meta);
-        Ok(Lookup::Hit(Arc::new(object.just_read_from_disk())))
+        Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
