@@ -81,6 +81,12 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         selecting(x.cx.req, |select| cache.store.lookup(q.key, select))
     };
     match found {
+        Lookup::Hit(obj) if cache.bans.condemns(q.key, &obj) => {
+            // Purged by a prefix or tag ban issued since it was stored: gone, and fetched
+            // (and stored) anew.
+            cache.purge(q.key);
+            Box::pin(lookup(x, cache, q)).await
+        }
         Lookup::Hit(obj) => on_stored(x, cache, q, obj, ResultCode::TcpMemHit).await,
         Lookup::Miss(writer) if q.rcc.only_if_cached() => {
             writer.release();
@@ -116,7 +122,11 @@ async fn pending<C: Responder>(
         return fill::collapse(x, q.dest, head, reader).await;
     }
     let obj = match tokio::time::timeout(wait, reader.into_object()).await {
-        Ok(Ok(obj)) => obj,
+        Ok(Ok(obj)) if !cache.bans.condemns(q.key, &obj) => obj,
+        Ok(Ok(_)) => {
+            cache.purge(q.key);
+            return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await;
+        }
         _ => return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
     };
     // The disk holds one variant per read (the newest); another request's Vary may not
