@@ -20,17 +20,19 @@ pub struct RawClient {
 impl RawClient {
     /// Connects to `addr`; panics with the address if that fails.
     pub fn connect(addr: SocketAddr) -> RawClient {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-        stream
-            .set_read_timeout(Some(READ_TIMEOUT))
-            .expect("set read timeout");
-        stream.set_nodelay(true).expect("set nodelay");
-        let writer = stream.try_clone().expect("clone stream");
-        RawClient {
+        RawClient::try_connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+    }
+
+    /// Connects to `addr`, or says why not (a proxy that may be gone).
+    pub fn try_connect(addr: SocketAddr) -> io::Result<RawClient> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        let writer = stream.try_clone()?;
+        Ok(RawClient {
             reader: BufReader::with_capacity(64 * 1024, stream),
             writer,
-        }
+        })
     }
 
     /// Sends `bytes` in one write; panics if the connection refuses them.

@@ -522,6 +522,20 @@ const OF_THE_TEST_CERTIFICATE: [&str; 5] = [
     "DNS_CAArecord",
 ];
 
+/// testssl's resumption check runs `openssl s_client -sess_out … </dev/null` once: with TLS
+/// 1.3 the ticket comes after the handshake, and s_client, its stdin at EOF, sometimes closes
+/// before reading it, so the second connection has no session and testssl reports a
+/// "connect problem". Plain s_client pairs did that 2 times in 60 against Sepia on an idle
+/// machine, more often under load. That is a client-side race, not a finding about the TLS
+/// configuration; resumption itself is checked by `sessions_resume_with_tickets_whichever_worker_serves_them`,
+/// which must pass.
+fn resumption_check_lost_its_race(finding: &serde_json::Value) -> bool {
+    finding["id"]
+        .as_str()
+        .is_some_and(|id| id.starts_with("sessionresumption"))
+        && finding["finding"] == "check failed because of connect problem"
+}
+
 /// testssl.sh (Debian's `testssl`) over protocols, ciphers, forward secrecy, server defaults
 /// and known vulnerabilities: nothing below OK but what comes from the test certificate itself
 /// (self-signed, short-lived, no revocation information, no CAA record for localhost).
@@ -570,6 +584,7 @@ fn testssl_finds_no_weak_protocol_cipher_or_vulnerability() {
         .iter()
         .filter(|f| !matches!(f["severity"].as_str(), Some("OK" | "INFO")))
         .filter(|f| !OF_THE_TEST_CERTIFICATE.iter().any(|id| f["id"] == *id))
+        .filter(|f| !resumption_check_lost_its_race(f))
         .map(|f| format!("{} {}: {}", f["id"], f["severity"], f["finding"]))
         .collect();
     assert!(bad.is_empty(), "testssl findings: {bad:#?}");
