@@ -205,7 +205,7 @@ fn errors_name_file_line_and_key() {
         (
             format!("{LISTENER}[serverr]\nworkers = 1\n"),
             "t.toml:4: key 'serverr': unknown key (expected one of server, listen, limits, \
-             timeouts, headers, forward, route, access_log, cache, acl, http_access, auth)",
+             timeouts, headers, forward, route, access_log, cache, acl, http_access, auth, admin)",
         ),
         (
             format!("{LISTENER}[timeouts]\nconnect = \"1s\"\nconect = \"5s\"\n"),

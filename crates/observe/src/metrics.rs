@@ -391,15 +391,12 @@ pub fn revalidation(outcome: Revalidation) {
     let _ = LOCAL.try_with(|shard| shard.revalidations[outcome as usize].add(1));
 }
 
-/// Takes every thread's samples kept since the last call.
-pub fn take_samples(into: &mut Vec<Sample>) {
-    let shards = SHARDS
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    for shard in shards {
+/// Takes every thread's samples kept since the last call (their buffers keep their room).
+pub fn take_samples(into: &mut impl Extend<Sample>) {
+    let shards = SHARDS.lock().unwrap_or_else(PoisonError::into_inner);
+    for shard in shards.iter() {
         let mut samples = shard.samples.lock().unwrap_or_else(PoisonError::into_inner);
-        into.append(&mut samples);
+        into.extend(samples.drain(..));
     }
 }
 

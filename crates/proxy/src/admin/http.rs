@@ -16,9 +16,8 @@ const READ_LIMIT: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 pub struct Request {
     pub method: String,
-    /// The path, without the query.
+    /// The path, without the query (which no endpoint reads).
     pub path: String,
-    pub query: String,
     pub authorization: Option<String>,
     pub body: Vec<u8>,
 }
@@ -51,11 +50,10 @@ async fn read_inner(stream: &mut TcpStream) -> Option<Request> {
     let mut lines = head.split("\r\n");
     let mut parts = lines.next()?.split(' ');
     let (method, target) = (parts.next()?, parts.next()?);
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
     let mut req = Request {
         method: method.to_string(),
         path: path.to_string(),
-        query: query.to_string(),
         ..Request::default()
     };
     let mut length = 0;

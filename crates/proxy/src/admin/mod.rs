@@ -75,7 +75,8 @@ impl Admin {
 
     /// Serves until the task is dropped.
     pub async fn run(self: Arc<Self>, state: Arc<State>) {
-        tokio::spawn(collect_samples(self.clone()));
+        // Ends with this task (the server aborts it when it stops).
+        let _collector = AbortOnDrop(tokio::spawn(collect_samples(self.clone())));
         loop {
             let Ok((stream, peer)) = self.listener.accept().await else {
                 tokio::time::sleep(Duration::from_millis(20)).await;
@@ -227,6 +228,15 @@ impl Admin {
             );
         };
         Response::json(200, &answer)
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -49,10 +49,33 @@ enum Samples<'a> {
     Histograms(Vec<(Labels<'a>, &'a Histogram)>),
 }
 
+fn one<'a>(v: u64) -> Samples<'a> {
+    Samples::Values(vec![(Vec::new(), v as f64)])
+}
+
+fn labelled<'a>(label: &'static str, names: &[&'static str], values: &[u64]) -> Samples<'a> {
+    let all = names.iter().zip(values);
+    Samples::Values(all.map(|(n, v)| (vec![(label, *n)], *v as f64)).collect())
+}
+
+fn classes(h: &[Histogram; 3]) -> Samples<'_> {
+    let all = LatencyClass::ALL.iter().zip(h.iter());
+    Samples::Histograms(all.map(|(c, h)| (vec![("class", c.as_str())], h)).collect())
+}
+
+type Families<'a> = Vec<(&'static str, Samples<'a>)>;
+
 impl Gathered {
-    fn families(&self) -> Vec<(&'static str, Samples<'_>)> {
-        let s = &self.store;
-        let one = |v: u64| Samples::Values(vec![(Vec::new(), v as f64)]);
+    /// Every family, in the schema's order.
+    fn families(&self) -> Families<'_> {
+        let mut all = self.request_families();
+        all.extend(self.store_families());
+        all.extend(self.process_families());
+        all
+    }
+
+    /// What the workers count: requests, latencies, origin connections, revalidations.
+    fn request_families(&self) -> Families<'_> {
         let mut requests = Vec::new();
         let mut bytes = Vec::new();
         for c in self.requests.requests() {
@@ -66,46 +89,40 @@ impl Gathered {
             requests.push((labels.clone(), c.requests as f64));
             bytes.push((labels, c.bytes as f64));
         }
-        let classes = |h: &'_ [Histogram; 3]| {
-            let all = LatencyClass::ALL.iter().zip(h.iter());
-            Samples::Histograms(all.map(|(c, h)| (vec![("class", c.as_str())], h)).collect())
-        };
-        let labelled = |label: &'static str, names: Vec<&'static str>, values: &[u64]| {
-            let all = names.into_iter().zip(values);
-            Samples::Values(all.map(|(n, v)| (vec![(label, n)], *v as f64)).collect())
-        };
-        let events = OriginEvent::ALL.iter().map(|e| e.as_str()).collect();
-        let revals = Revalidation::ALL.iter().map(|e| e.as_str()).collect();
-        let lookups = [s.hits, s.misses, s.collapsed];
+        let events = OriginEvent::ALL.map(OriginEvent::as_str);
+        let revals = Revalidation::ALL.map(Revalidation::as_str);
+        let r = &self.requests;
         vec![
             ("sepia_requests", Samples::Values(requests)),
             ("sepia_response_bytes", Samples::Values(bytes)),
-            (
-                "sepia_request_duration_seconds",
-                classes(&self.requests.latency),
-            ),
-            (
-                "sepia_first_byte_seconds",
-                classes(&self.requests.first_byte),
-            ),
+            ("sepia_request_duration_seconds", classes(&r.latency)),
+            ("sepia_first_byte_seconds", classes(&r.first_byte)),
             (
                 "sepia_client_connections_open",
                 one(self.client_connections_open),
             ),
             (
                 "sepia_origin_connections",
-                labelled("event", events, &self.requests.origin),
+                labelled("event", &events, &r.origin),
             ),
             (
                 "sepia_revalidations",
-                labelled("outcome", revals, &self.requests.revalidations),
+                labelled("outcome", &revals, &r.revalidations),
             ),
+        ]
+    }
+
+    /// The store's counts (memory and disk tiers) and the purges.
+    fn store_families(&self) -> Families<'_> {
+        let s = &self.store;
+        let lookups = [s.hits, s.misses, s.collapsed];
+        vec![
             ("sepia_cache_objects", one(s.objects)),
             ("sepia_cache_bytes", one(s.bytes)),
             ("sepia_cache_budget_bytes", one(s.budget_bytes)),
             (
                 "sepia_cache_lookups",
-                labelled("result", vec!["hit", "miss", "collapsed"], &lookups),
+                labelled("result", &["hit", "miss", "collapsed"], &lookups),
             ),
             ("sepia_cache_admissions", one(s.insertions)),
             ("sepia_cache_evictions", one(s.evictions)),
@@ -127,25 +144,21 @@ impl Gathered {
             ),
             ("sepia_disk_faults", one(s.disk_faults)),
             ("sepia_disks_failed", one(s.disks_failed)),
-            (
-                "sepia_purges",
-                labelled("kind", PURGE_KINDS.to_vec(), &self.purges),
-            ),
+            ("sepia_purges", labelled("kind", &PURGE_KINDS, &self.purges)),
+        ]
+    }
+
+    /// The access log's drops and what the process costs.
+    fn process_families(&self) -> Families<'_> {
+        let p = &self.process;
+        let float = |v: f64| Samples::Values(vec![(Vec::new(), v)]);
+        vec![
             ("sepia_access_log_dropped", one(self.log_dropped)),
-            (
-                "sepia_process_cpu_seconds",
-                Samples::Values(vec![(Vec::new(), self.process.cpu_seconds)]),
-            ),
-            (
-                "sepia_process_resident_memory_bytes",
-                one(self.process.rss_bytes),
-            ),
-            ("sepia_process_open_fds", one(self.process.open_fds)),
-            ("sepia_process_max_fds", one(self.process.max_fds)),
-            (
-                "sepia_uptime_seconds",
-                Samples::Values(vec![(Vec::new(), self.uptime_seconds)]),
-            ),
+            ("sepia_process_cpu_seconds", float(p.cpu_seconds)),
+            ("sepia_process_resident_memory_bytes", one(p.rss_bytes)),
+            ("sepia_process_open_fds", one(p.open_fds)),
+            ("sepia_process_max_fds", one(p.max_fds)),
+            ("sepia_uptime_seconds", float(self.uptime_seconds)),
         ]
     }
 }
@@ -163,7 +176,8 @@ impl Collector for Gathered {
             match samples {
                 Samples::Values(values) => {
                     for (labels, v) in values {
-                        let value = Value(family.kind, v);
+                        debug_assert!(same_labels(&labels, family.labels), "{name}");
+                        let value = Number(family.kind, v);
                         if labels.is_empty() {
                             value.encode(metric.encode_family(&NoLabels)?)?;
                         } else {
@@ -173,6 +187,7 @@ impl Collector for Gathered {
                 }
                 Samples::Histograms(hs) => {
                     for (labels, h) in hs {
+                        debug_assert!(same_labels(&labels, family.labels), "{name}");
                         let buckets: Vec<(f64, u64)> = (0..BUCKETS)
                             .map(|n| (bucket_bound(n).unwrap_or(f64::MAX), h.buckets[n]))
                             .collect();
@@ -188,6 +203,14 @@ impl Collector for Gathered {
     }
 }
 
+/// Whether a sample's label names are its family's, in the schema's order.
+fn same_labels(labels: &Labels<'_>, schema: &[&str]) -> bool {
+    labels
+        .iter()
+        .map(|(name, _)| *name)
+        .eq(schema.iter().copied())
+}
+
 /// No labels (`NoLabelSet` cannot be made: it is an empty enum).
 #[derive(Debug)]
 struct NoLabels;
@@ -201,11 +224,11 @@ impl prometheus_client::encoding::EncodeLabelSet for NoLabels {
     }
 }
 
-/// A counter's or gauge's value.
+/// A counter's or gauge's value (`Value` is serde_json's).
 #[derive(Debug)]
-struct Value(Kind, f64);
+struct Number(Kind, f64);
 
-impl EncodeMetric for Value {
+impl EncodeMetric for Number {
     fn encode(
         &self,
         mut encoder: prometheus_client::encoding::MetricEncoder<'_>,

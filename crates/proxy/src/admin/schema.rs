@@ -10,6 +10,8 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// As in `# TYPE` and `docs/METRICS.md`.
+    #[cfg(test)]
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Counter => "counter",

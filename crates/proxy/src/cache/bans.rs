@@ -7,21 +7,13 @@
 //! object. Objects stay in the store (and its counts) until a lookup finds them or they are
 //! evicted. Bans are kept for the process's life (a few bytes each).
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{PoisonError, RwLock};
 
 use sepia_cache_policy::Fields;
 use sepia_store::Object;
 
-use super::Meta;
-
-/// Bans issued so far: an object born at generation `g` is checked against bans `> g`.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// The generation an entry made now is born at.
-pub fn generation() -> u64 {
-    GENERATION.load(Relaxed)
-}
+use super::entry::{Meta, BAN_GENERATION as GENERATION};
 
 /// What a ban condemns.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What the store keeps beside a response's bytes.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -44,7 +44,7 @@ impl Entry {
             layout,
             piece: None,
             h2_fields: OnceLock::new(),
-            born: AtomicU64::new(super::bans::generation()),
+            born: AtomicU64::new(BAN_GENERATION.load(Relaxed)),
         }
     }
 
@@ -57,3 +57,8 @@ impl Entry {
 
 /// The store's metadata type: shared, so a 304 update and the readers of a fill hold it cheaply.
 pub type Meta = Arc<Entry>;
+
+/// Purge bans issued so far (`bans.rs`, which counts them): an entry made now is born at
+/// this generation and is checked only against bans issued after it. Kept here, beside the
+/// field it sets, so that `bans` imports `entry` and not the other way round.
+pub(super) static BAN_GENERATION: AtomicU64 = AtomicU64::new(0);

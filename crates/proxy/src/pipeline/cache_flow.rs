@@ -82,10 +82,7 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
     };
     match found {
         Lookup::Hit(obj) if cache.bans.condemns(q.key, &obj) => {
-            // Purged by a prefix or tag ban issued since it was stored: gone, and fetched
-            // (and stored) anew.
-            cache.purge(q.key);
-            Box::pin(lookup(x, cache, q)).await
+            Box::pin(condemned(x, cache, q)).await
         }
         Lookup::Hit(obj) => on_stored(x, cache, q, obj, ResultCode::TcpMemHit).await,
         Lookup::Miss(writer) if q.rcc.only_if_cached() => {
@@ -94,6 +91,23 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         }
         Lookup::Miss(writer) => miss(x, cache, q, writer).await,
         Lookup::Pending(reader) => Box::pin(pending(x, cache, q, reader)).await,
+    }
+}
+
+/// A stored copy was purged by a prefix or tag ban issued since it was stored: it goes, and
+/// the response is fetched (and stored) anew through the lookup after the purge. Only once:
+/// should the store still find a copy, the origin answers this request.
+async fn condemned<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<'_>) -> Outcome {
+    cache.purge(q.key);
+    if q.rcc.only_if_cached() {
+        return gateway_timeout();
+    }
+    if q.partial {
+        return Box::pin(pass::pass(x, q.dest, Forward::UriMiss)).await;
+    }
+    match selecting(x.cx.req, |select| cache.store.lookup(q.key, select)) {
+        Lookup::Miss(writer) => miss(x, cache, q, writer).await,
+        _ => Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
     }
 }
 
