@@ -174,15 +174,17 @@ impl Collector for Gathered {
             };
             let mut metric = encoder.encode_descriptor(name, family.help, None, kind)?;
             match samples {
+                Samples::Values(values) if family.labels.is_empty() => {
+                    // One sample, written without a label set (no `{}`).
+                    if let Some((labels, v)) = values.into_iter().next() {
+                        debug_assert!(labels.is_empty(), "{name}");
+                        Number(family.kind, v).encode(metric)?;
+                    }
+                }
                 Samples::Values(values) => {
                     for (labels, v) in values {
                         debug_assert!(same_labels(&labels, family.labels), "{name}");
-                        let value = Number(family.kind, v);
-                        if labels.is_empty() {
-                            value.encode(metric.encode_family(&NoLabels)?)?;
-                        } else {
-                            value.encode(metric.encode_family(&labels)?)?;
-                        }
+                        Number(family.kind, v).encode(metric.encode_family(&labels)?)?;
                     }
                 }
                 Samples::Histograms(hs) => {
@@ -211,19 +213,6 @@ fn same_labels(labels: &Labels<'_>, schema: &[&str]) -> bool {
         .eq(schema.iter().copied())
 }
 
-/// No labels (`NoLabelSet` cannot be made: it is an empty enum).
-#[derive(Debug)]
-struct NoLabels;
-
-impl prometheus_client::encoding::EncodeLabelSet for NoLabels {
-    fn encode(
-        &self,
-        _: &mut prometheus_client::encoding::LabelSetEncoder<'_>,
-    ) -> Result<(), std::fmt::Error> {
-        Ok(())
-    }
-}
-
 /// A counter's or gauge's value (`Value` is serde_json's).
 #[derive(Debug)]
 struct Number(Kind, f64);
@@ -233,9 +222,15 @@ impl EncodeMetric for Number {
         &self,
         mut encoder: prometheus_client::encoding::MetricEncoder<'_>,
     ) -> Result<(), std::fmt::Error> {
-        match self.0 {
-            Kind::Counter => encoder.encode_counter::<NoLabelSet, f64, f64>(&self.1, None),
-            _ => encoder.encode_gauge(&self.1),
+        // Whole numbers (every count) are written as integers, the rest as floats.
+        let whole = self.1.fract() == 0.0 && self.1.abs() < 9.0e15;
+        match (self.0, whole) {
+            (Kind::Counter, true) => {
+                encoder.encode_counter::<NoLabelSet, u64, f64>(&(self.1 as u64), None)
+            }
+            (Kind::Counter, false) => encoder.encode_counter::<NoLabelSet, f64, f64>(&self.1, None),
+            (_, true) => encoder.encode_gauge(&(self.1 as i64)),
+            (_, false) => encoder.encode_gauge(&self.1),
         }
     }
 

@@ -95,3 +95,126 @@ pub fn find(name: &str) -> &'static Family {
         .find(|f| f.name == name)
         .unwrap_or_else(|| panic!("metric family {name} is not in the schema"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admin::render::{metrics_text, Gathered};
+
+    /// The metric rows of `docs/METRICS.md`: name, type, labels.
+    fn documented() -> Vec<(String, String, Vec<String>)> {
+        let doc = include_str!("../../../../docs/METRICS.md");
+        let cells = |line: &str| -> Vec<String> {
+            let inner = line.trim().trim_start_matches('|').trim_end_matches('|');
+            inner.split('|').map(|c| c.trim().to_string()).collect()
+        };
+        doc.lines()
+            .filter(|l| l.starts_with("| `sepia_"))
+            .map(|line| {
+                let c = cells(line);
+                assert!(
+                    c.len() == 4 && !c[3].is_empty(),
+                    "a row without meaning: {line}"
+                );
+                let labels = match c[2].as_str() {
+                    "–" => Vec::new(),
+                    l => l
+                        .split(", ")
+                        .map(|l| l.trim_matches('`').to_string())
+                        .collect(),
+                };
+                (c[0].trim_matches('`').to_string(), c[1].clone(), labels)
+            })
+            .collect()
+    }
+
+    /// A scrape's families (`# TYPE` lines) and each sample's name and label names.
+    fn scraped(text: &str) -> (Vec<(String, String)>, Vec<(String, Vec<String>)>) {
+        let mut families = Vec::new();
+        let mut samples = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                families.push((name.to_string(), kind.to_string()));
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let name_end = line.find(['{', ' ']).unwrap();
+                let labels = match line[name_end..].strip_prefix('{') {
+                    Some(rest) => rest[..rest.find('}').unwrap()]
+                        .split(',')
+                        .map(|kv| kv.split_once('=').unwrap().0.to_string())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                samples.push((line[..name_end].to_string(), labels));
+            }
+        }
+        (families, samples)
+    }
+
+    #[test]
+    fn metrics_md_is_the_schema() {
+        let code: Vec<_> = FAMILIES
+            .iter()
+            .map(|f| {
+                let labels = f.labels.iter().map(|l| l.to_string()).collect();
+                (f.name.to_string(), f.kind.as_str().to_string(), labels)
+            })
+            .collect();
+        assert_eq!(documented(), code, "docs/METRICS.md and schema.rs differ");
+        assert!(FAMILIES
+            .iter()
+            .all(|f| !f.help.is_empty() && f.name.starts_with("sepia_")));
+    }
+
+    #[test]
+    fn a_scrape_writes_every_family_of_the_schema_with_its_labels() {
+        use sepia_observe::metrics::{self, MethodClass, Protocol, Request};
+        metrics::set_listeners(1);
+        let request = Request {
+            listener: 0,
+            protocol: Protocol::Http1,
+            method: MethodClass::Get,
+            result: sepia_observe::ResultCode::TcpMemHit,
+            bytes: 1000,
+            elapsed: Some(std::time::Duration::from_micros(50)),
+            first_byte: None,
+        };
+        metrics::record(&request, |_| {});
+        let gathered = Gathered {
+            requests: metrics::snapshot(),
+            listeners: vec!["127.0.0.1:3128".into()],
+            ..Gathered::default()
+        };
+        let text = metrics_text(gathered);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let (families, samples) = scraped(&text);
+        let expected: Vec<_> = FAMILIES
+            .iter()
+            .map(|f| (f.name.to_string(), f.kind.as_str().to_string()))
+            .collect();
+        assert_eq!(families, expected, "{text}");
+        for (name, labels) in samples {
+            let family = FAMILIES
+                .iter()
+                .find(|f| match f.kind {
+                    Kind::Counter => name == format!("{}_total", f.name),
+                    Kind::Gauge => name == f.name,
+                    Kind::Histogram => ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .any(|s| name == format!("{}{s}", f.name)),
+                })
+                .unwrap_or_else(|| panic!("sample {name} of no family:\n{text}"));
+            let mut want: Vec<String> = family.labels.iter().map(|l| l.to_string()).collect();
+            if name.ends_with("_bucket") {
+                want.push("le".into());
+            }
+            let (mut labels, mut want) = (labels, want);
+            labels.sort();
+            want.sort();
+            assert_eq!(labels, want, "{name}");
+        }
+        let hit = "sepia_requests_total{listener=\"127.0.0.1:3128\",protocol=\"http/1.1\",\
+                   method=\"GET\",result=\"TCP_MEM_HIT\"}";
+        assert!(text.contains(hit), "{text}");
+    }
+}
