@@ -128,8 +128,12 @@ mod tests {
             .collect()
     }
 
+    /// A family's name and type; a sample's name and label names.
+    type Declared = (String, String);
+    type Sampled = (String, Vec<String>);
+
     /// A scrape's families (`# TYPE` lines) and each sample's name and label names.
-    fn scraped(text: &str) -> (Vec<(String, String)>, Vec<(String, Vec<String>)>) {
+    fn scraped(text: &str) -> (Vec<Declared>, Vec<Sampled>) {
         let mut families = Vec::new();
         let mut samples = Vec::new();
         for line in text.lines() {
