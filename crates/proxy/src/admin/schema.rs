@@ -180,8 +180,8 @@ mod tests {
             method: MethodClass::Get,
             result: sepia_observe::ResultCode::TcpMemHit,
             bytes: 1000,
-            elapsed: Some(std::time::Duration::from_micros(50)),
-            first_byte: None,
+            elapsed_micros: Some(50),
+            first_byte_micros: None,
         };
         metrics::record(&request, |_| {});
         let gathered = Gathered {

@@ -6,9 +6,9 @@
 //! end knows: the bytes it wrote); no code assigns its fields one by one.
 
 use std::net::IpAddr;
-use std::time::Instant;
 
 use bytes::Bytes;
+use sepia_observe::metrics::Stamp;
 use sepia_observe::{Hierarchy, ResultCode};
 
 /// How one request was answered.
@@ -32,7 +32,7 @@ pub struct Outcome {
     /// When the response head was handed to the client's connection, for a response that
     /// streams after it (relayed, or read from a fill), when metrics are kept: the time to
     /// first byte. `None` for one sent in one piece (a hit), whose first byte is its last.
-    pub first_byte: Option<Instant>,
+    pub first_byte: Option<Stamp>,
 }
 
 /// The media type of the answers Sepia makes itself: a status line and a sentence as plain
@@ -113,7 +113,7 @@ impl Outcome {
     /// Notes now as the time of the first byte, when `timed`.
     pub fn first_byte_now(mut self, timed: bool) -> Outcome {
         if timed {
-            self.first_byte = Some(Instant::now());
+            self.first_byte = Some(Stamp::now());
         }
         self
     }

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use sepia_config::Mode;
-use sepia_observe::metrics::{self, MethodClass, Protocol};
+use sepia_observe::metrics::{self, MethodClass, Protocol, Stamp};
 use sepia_observe::AccessRecord;
 use tokio::time::Instant;
 
@@ -30,21 +30,11 @@ impl Timing {
     }
 }
 
-/// When the request began for its metrics: the log's clock reading when it took one.
-pub(super) fn started(timing: Option<Timing>) -> std::time::Instant {
-    timing.map_or_else(std::time::Instant::now, |t| t.clock.into_std())
-}
-
 /// Counts the request in its worker's metrics (`sepia_observe::metrics`): by listener,
 /// protocol, method class and result, its bytes, its latency and time to first byte; and
 /// every few requests a sample of its URL and client for the dashboard's top lists.
-pub(super) fn count(
-    conn: &ConnInfo,
-    req: &impl RequestView,
-    started: std::time::Instant,
-    o: &Outcome,
-) {
-    let now = std::time::Instant::now();
+pub(super) fn count(conn: &ConnInfo, req: &impl RequestView, started: Stamp, o: &Outcome) {
+    let now = Stamp::now();
     let protocol = match req.version().numbers().0 {
         2 => Protocol::H2,
         _ => Protocol::Http1,
@@ -55,8 +45,8 @@ pub(super) fn count(
         method: MethodClass::of(req.method_raw()),
         result: o.result,
         bytes: o.bytes_sent,
-        elapsed: Some(now.saturating_duration_since(started)),
-        first_byte: o.first_byte.map(|t| t.saturating_duration_since(started)),
+        elapsed_micros: Some(now.micros_since(started)),
+        first_byte_micros: o.first_byte.map(|t| t.micros_since(started)),
     };
     metrics::record(&request, |keep| {
         let target = req.target();

@@ -31,6 +31,7 @@ mod unsafe_method;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sepia_observe::metrics::Stamp;
 
 pub use context::{Buffers, ConnInfo};
 
@@ -53,7 +54,7 @@ pub async fn serve<C: Responder>(
     // The request's time starts when its head is complete (Squid's %tr), not while idle.
     // Read only for the access log: two clock reads are a visible share of a hit.
     let timing = state.log.is_enabled().then(Timing::now);
-    let started = state.metrics.then(|| log::started(timing));
+    let started = state.metrics.then(Stamp::now);
     let Buffers {
         key,
         cache_status,
@@ -93,7 +94,7 @@ pub async fn refuse<C: Responder>(
     outcome: Outcome,
 ) -> Outcome {
     let timing = state.log.is_enabled().then(Timing::now);
-    let started = state.metrics.then(|| log::started(timing));
+    let started = state.metrics.then(Stamp::now);
     let outcome = send_local(client, outcome).await;
     let outcome = outcome.with_bytes_sent(client.bytes_sent());
     if let Some(timing) = timing {
