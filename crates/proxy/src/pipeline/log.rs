@@ -10,7 +10,7 @@ use sepia_observe::AccessRecord;
 use tokio::time::Instant;
 
 use super::context::ConnInfo;
-use crate::model::{FieldView, HeaderId, Outcome, RequestView, Scheme};
+use crate::model::{FieldView, HeaderId, Method, Outcome, RequestView, Scheme};
 use crate::state::State;
 
 /// When a request began, on both clocks: the wall clock for the log's timestamp, the
@@ -33,6 +33,19 @@ impl Timing {
 /// Counts the request in its worker's metrics (`sepia_observe::metrics`): by listener,
 /// protocol, method class and result, its bytes, its latency and time to first byte; and
 /// every few requests a sample of its URL and client for the dashboard's top lists.
+/// The method's class from its parsed form (the bytes only for the rare others, e.g. PURGE).
+fn method_class(req: &impl RequestView) -> MethodClass {
+    match req.method() {
+        Method::Get => MethodClass::Get,
+        Method::Head => MethodClass::Head,
+        Method::Post => MethodClass::Post,
+        Method::Put => MethodClass::Put,
+        Method::Delete => MethodClass::Delete,
+        Method::Connect => MethodClass::Connect,
+        _ => MethodClass::of(req.method_raw()),
+    }
+}
+
 pub(super) fn count(conn: &ConnInfo, req: &impl RequestView, started: Stamp, o: &Outcome) {
     let now = Stamp::now();
     let protocol = match req.version().numbers().0 {
@@ -42,7 +55,7 @@ pub(super) fn count(conn: &ConnInfo, req: &impl RequestView, started: Stamp, o: 
     let request = metrics::Request {
         listener: conn.listener,
         protocol,
-        method: MethodClass::of(req.method_raw()),
+        method: method_class(req),
         result: o.result,
         bytes: o.bytes_sent,
         elapsed_micros: Some(now.micros_since(started)),
