@@ -51,6 +51,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== the proxy's layers: no import cycles, imports point down, no h1 outside the h1 code"
 python3 -m unittest -q scripts/test_check_layers.py
 python3 scripts/check_layers.py
+python3 scripts/check_layers.py --crate squid-import
 
 echo "== build the sepia binary (the black-box tests run it)"
 cargo build --locked -p sepia

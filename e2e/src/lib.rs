@@ -11,6 +11,7 @@
 //! * [`EchoServer`]: a raw TCP echo server, the far end of CONNECT tunnels.
 //! * [`RawClient`] / [`Response`]: a byte-exact client that can send anything.
 //! * [`SquidLine`]: a Squid native access-log line, split and checked field by field.
+//! * [`Squid`]: a real Squid (Debian's package) in a temporary directory, for comparisons.
 //! * [`curl`]: runs `/usr/bin/curl` and collects status, headers and body.
 //! * [`fixtures`]: the usual origin + proxy pairs (`reverse()`, `forward()`, `..._with(extra)`).
 //! * [`netns`]: client, router and origin network namespaces for the interception tests.
@@ -21,7 +22,7 @@
 //!
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
-//! `access` (ACLs and http_access), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`,
+//! `access` (ACLs and http_access), `import_squid` (`sepia import-squid`, beside a real Squid), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`,
 //! `origin_tls`, `h2` (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed
 //! attacks).
 //! `$SEPIA_BIN` overrides the binary under test.
@@ -40,6 +41,7 @@ mod origin_range_routes;
 mod origin_routes;
 mod pattern;
 mod raw_client;
+mod squid;
 mod squid_line;
 mod tls;
 mod tls_origin;
@@ -54,6 +56,7 @@ pub use origin::{Origin, RecordedRequest};
 pub use origin_cache_routes::REVALIDATE_BODY;
 pub use pattern::{fill_pattern, keyed_body, pattern, sha256_hex};
 pub use raw_client::RawClient;
+pub use squid::Squid;
 pub use squid_line::SquidLine;
 pub use tls::{openssl_with_input, python, served_subject, TestCert};
 pub use tls_origin::{FrontSeen, TlsOrigin};

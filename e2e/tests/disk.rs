@@ -306,6 +306,27 @@ fn damaged_segment_files_are_misses_never_wrong_bytes() {
     let fetched = origin.request_count();
     let sepia = start(&origin, dir.path());
     let mut client = RawClient::connect(sepia.addr());
+    // `only-if-cached` first: a good record is served, a damaged one is a 504, and the origin
+    // is never asked (RFC 9111 §5.2.1.7).
+    let mut gateway_timeouts = 0;
+    for id in 0..n {
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: site\r\nCache-Control: only-if-cached\r\n\r\n",
+            path_of(id)
+        );
+        client.send(request.as_bytes());
+        let response = client.read_response();
+        match response.status {
+            504 => gateway_timeouts += 1,
+            _ => check(id, &response),
+        }
+    }
+    assert_eq!(
+        origin.request_count(),
+        fetched,
+        "only-if-cached reached the origin"
+    );
+    assert!(gateway_timeouts > 0, "no damaged record was found");
     for id in 0..n {
         get(&mut client, id).unwrap();
     }

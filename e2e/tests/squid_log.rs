@@ -17,128 +17,31 @@
 //! Squid comes from Debian (`scripts/test.sh` installs the `squid` package). Where it is not
 //! installed or cannot start, the test prints `SKIPPED: <reason>` and returns.
 
-use std::io::Read;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use sepia_e2e::{
-    curl, forward_config, free_addr, wait_until, EchoServer, Origin, RawClient, Sepia, SquidLine,
+    curl, forward_config, free_addr, EchoServer, Origin, RawClient, Sepia, Squid, SquidLine,
 };
 
 const LOG_WAIT: Duration = Duration::from_secs(10);
-const START_WAIT: Duration = Duration::from_secs(30);
 
-/// A Squid started for this test in its own directory; stopped on drop.
-struct Squid {
-    child: Child,
-    dir: tempfile::TempDir,
-    addr: SocketAddr,
-}
-
-fn squid_binary() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SQUID_BIN") {
-        return Some(PathBuf::from(p));
-    }
-    ["/usr/sbin/squid", "/usr/local/sbin/squid", "/usr/bin/squid"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-}
-
-impl Squid {
-    /// Starts `squid -N` with a minimal forward-proxy configuration: loopback clients only,
-    /// memory cache only, CONNECT only to `connect_port`, the native log in the directory.
-    fn start(bin: &Path, connect_port: u16) -> Result<Squid, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        // Run as root, Squid drops to `cache_effective_user` (Debian: proxy) before it opens
-        // its logs; that user must be able to write here.
-        let _ = Command::new("chmod").arg("0777").arg(dir.path()).status();
-        let addr: SocketAddr = free_addr().parse().unwrap();
-        let d = dir.path().display();
-        let conf = format!(
-            "http_port {addr}\n\
-             pid_filename {d}/squid.pid\n\
-             cache_log {d}/cache.log\n\
-             access_log stdio:{d}/access.log squid\n\
-             coredump_dir {d}\n\
-             cache_mem 16 MB\n\
-             shutdown_lifetime 0 seconds\n\
-             pinger_enable off\n\
-             acl localnet src 127.0.0.0/8\n\
-             acl allowed_connect port {connect_port}\n\
-             acl CONNECT method CONNECT\n\
-             http_access deny CONNECT !allowed_connect\n\
-             http_access allow localnet\n\
-             http_access deny all\n"
-        );
-        let conf_path = dir.path().join("squid.conf");
-        std::fs::write(&conf_path, conf).map_err(|e| e.to_string())?;
-        let child = Command::new(bin)
-            .arg("-N")
-            .arg("-f")
-            .arg(&conf_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr")).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-        let mut squid = Squid { child, dir, addr };
-        // Ready when it says so in cache.log (a probe connection would be logged too:
-        // Squid 5 logs a connection closed before a request as
-        // `NONE_NONE/000 0 - error:transaction-end-before-headers`).
-        let up = wait_until(START_WAIT, || {
-            squid
-                .read("cache.log")
-                .contains("Accepting HTTP Socket connections")
-                || !matches!(squid.child.try_wait(), Ok(None))
-        });
-        if !up || !matches!(squid.child.try_wait(), Ok(None)) {
-            return Err(format!(
-                "squid did not start on {addr}: {}\n{}",
-                squid.read("stderr"),
-                squid.read("cache.log")
-            ));
-        }
-        Ok(squid)
-    }
-
-    fn read(&self, name: &str) -> String {
-        let mut text = String::new();
-        if let Ok(mut f) = std::fs::File::open(self.dir.path().join(name)) {
-            let _ = f.read_to_string(&mut text);
-        }
-        text
-    }
-
-    fn wait_for_log_lines(&self, n: usize) -> Vec<String> {
-        let lines =
-            || -> Vec<String> { self.read("access.log").lines().map(String::from).collect() };
-        assert!(
-            wait_until(LOG_WAIT, || lines().len() >= n),
-            "squid logged {:?}, expected {n} lines\n{}",
-            lines(),
-            self.read("cache.log")
-        );
-        lines()
-    }
-}
-
-impl Drop for Squid {
-    fn drop(&mut self) {
-        // SIGTERM with shutdown_lifetime 0 exits at once; SIGKILL if it does not.
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        if !wait_until(Duration::from_secs(5), || {
-            !matches!(self.child.try_wait(), Ok(None))
-        }) {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
+/// Squid as a forward proxy on `addr`: loopback clients only, memory cache only, CONNECT
+/// only to `connect_port`.
+fn start_squid(bin: &std::path::Path, connect_port: u16) -> Result<Squid, String> {
+    let addr: SocketAddr = free_addr().parse().unwrap();
+    let site = format!(
+        "http_port {addr}\n\
+         cache_mem 16 MB\n\
+         acl localnet src 127.0.0.0/8\n\
+         acl allowed_connect port {connect_port}\n\
+         acl CONNECT method CONNECT\n\
+         http_access deny CONNECT !allowed_connect\n\
+         http_access allow localnet\n\
+         http_access deny all\n"
+    );
+    Squid::start(bin, addr, &site)
 }
 
 /// One request, sent the same way to either proxy.
@@ -200,7 +103,7 @@ enum Made {
 
 #[test]
 fn squid_and_sepia_write_the_same_native_log_lines() {
-    let Some(bin) = squid_binary() else {
+    let Some(bin) = Squid::binary() else {
         println!("SKIPPED: squid is not installed (scripts/test.sh installs Debian's squid)");
         return;
     };
@@ -220,7 +123,7 @@ fn squid_and_sepia_write_the_same_native_log_lines() {
     }
     let origin = Origin::start();
     let echo = EchoServer::start();
-    let squid = match Squid::start(&bin, echo.port()) {
+    let squid = match start_squid(&bin, echo.port()) {
         Ok(s) => s,
         Err(why) => {
             println!("SKIPPED: {why}");
@@ -263,7 +166,7 @@ fn squid_and_sepia_write_the_same_native_log_lines() {
         (Request::Raw(b"GARBAGE\r\n\r\n"), 400, Made::Unparsed),
     ];
     for (i, (request, status, _)) in requests.iter().enumerate() {
-        for (name, proxy) in [("squid", squid.addr), ("sepia", sepia.addr())] {
+        for (name, proxy) in [("squid", squid.addr()), ("sepia", sepia.addr())] {
             assert_eq!(
                 request.send(proxy, &origin, &echo),
                 *status,

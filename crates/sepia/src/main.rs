@@ -2,6 +2,8 @@
 //! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
 //! the access log file (log rotation).
 
+mod import_squid;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,6 +64,16 @@ enum Command {
         #[arg(long, value_name = "ADDR")]
         admin: Option<String>,
     },
+    /// Translate a squid.conf into a Sepia configuration (TOML), with a comment for each
+    /// directive that could not be translated and why.
+    ImportSquid {
+        /// The squid.conf to read ("-" for stdin).
+        #[arg(value_name = "SQUID_CONF")]
+        squid_conf: PathBuf,
+        /// Write the configuration to FILE instead of stdout.
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `--cache-memory SIZE --cache-dir PATH --cache-dir-size SIZE`: the quick starts' cache.
@@ -114,6 +126,9 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::ImportSquid { squid_conf, output }) = &cli.command {
+        return import_squid::run(squid_conf, output.as_deref());
+    }
     let loaded = match (&cli.command, &cli.config) {
         (Some(Command::Check), None) => {
             eprintln!("sepia: check needs --config FILE");

@@ -153,6 +153,12 @@ impl BodyFile {
         self.offset
     }
 
+    /// Whether this body lies in a disk-cache segment (served from the disk tier) rather than
+    /// in a body file of its own made by the memory store.
+    pub fn in_disk_segment(&self) -> bool {
+        self.offset > 0
+    }
+
     /// Body length in bytes.
     #[inline]
     pub fn len(&self) -> u64 {

@@ -75,6 +75,7 @@
 mod body_file;
 mod config;
 mod disk;
+mod disk_ghost;
 mod fill;
 mod ghost;
 mod memory;

@@ -12,7 +12,7 @@ use crate::fill::{
     DetachReason, FillShared, FillTarget, FillTicket, FillWriter, FinishOutcome, NotStoredReason,
 };
 use crate::object::Object;
-use crate::shard::{Earned, Shard, ShardState, ShardWrite};
+use crate::shard::{Earned, Evicted, Shard, ShardState, ShardWrite};
 use crate::stats::{bump, StoreStats};
 use crate::store::{Lookup, Store};
 
@@ -68,14 +68,14 @@ struct Inner<M> {
     files: Arc<FileSlots>,
     file_home: FileHome,
     body_file_errors: AtomicU64,
-    /// Given the objects that leave by eviction having earned it (see `Removed::earned`),
-    /// with their primary key. Called with at most one shard lock held: it must not block
-    /// nor call back into the store (the disk tier only queues them).
+    /// Given every object that leaves by eviction, with its primary key and whether it earned
+    /// a lower tier (see `Removed::earned`). Called with at most one shard lock held: it must
+    /// not block nor call back into the store (the disk tier only queues them).
     on_evict: Option<EvictHook<M>>,
 }
 
 /// See `Inner::on_evict`.
-pub(crate) type EvictHook<M> = Arc<dyn Fn(Bytes, Arc<Object<M>>) + Send + Sync>;
+pub(crate) type EvictHook<M> = Arc<dyn Fn(Bytes, Arc<Object<M>>, bool) + Send + Sync>;
 
 impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     /// A store sized by `cfg` (normalised first, see [`StoreConfig::normalized`]).
@@ -356,10 +356,10 @@ impl<M> Inner<M> {
                 return true;
             }
             match st.evict_one() {
-                Some((freed, earned)) => {
+                Some((freed, evicted)) => {
                     self.release(freed);
                     bump(&shard.counters.evictions);
-                    self.evicted(earned);
+                    self.evicted(evicted);
                 }
                 None => return false,
             }
@@ -382,17 +382,17 @@ impl<M> Inner<M> {
             };
             let shard = &self.shards[victim];
             let evicted = shard.write().evict_one();
-            if let Some((freed, earned)) = evicted {
+            if let Some((freed, evicted)) = evicted {
                 self.release(freed);
                 bump(&shard.counters.evictions);
-                self.evicted(earned);
+                self.evicted(evicted);
             }
         }
     }
 
-    fn evicted(&self, earned: Option<Earned<M>>) {
-        if let (Some(hook), Some((primary, object))) = (&self.on_evict, earned) {
-            hook(primary, object);
+    fn evicted(&self, (primary, object, earned): Evicted<M>) {
+        if let Some(hook) = &self.on_evict {
+            hook(primary, object, earned);
         }
     }
 

@@ -89,6 +89,9 @@ pub struct Object<M> {
     /// A disk record holds exactly this object (it was read from one, or written to one):
     /// the tiered store does not write it again while the disk still indexes its key.
     on_disk: AtomicBool,
+    /// This handle was made by the lookup that read it from disk (the copy kept in memory
+    /// is another handle): the proxy logs that hit as one from disk.
+    just_read: bool,
 }
 
 impl<M> Object<M> {
@@ -101,7 +104,19 @@ impl<M> Object<M> {
             secondary,
             file_tried: AtomicBool::new(false),
             on_disk: AtomicBool::new(false),
+            just_read: false,
         }
+    }
+
+    /// This object, marked as the handle of a lookup that read it from disk.
+    pub(crate) fn just_read_from_disk(mut self) -> Self {
+        self.just_read = true;
+        self
+    }
+
+    /// Whether the lookup that returned this handle read it from disk (a hit from disk).
+    pub fn read_from_disk(&self) -> bool {
+        self.just_read
     }
 
     /// Whether a disk record holds exactly this object (see the field).

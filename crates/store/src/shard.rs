@@ -28,6 +28,9 @@ pub(crate) struct Stored<M> {
 /// An evicted object that earned a place in a lower tier, with its primary key.
 pub(crate) type Earned<M> = (Bytes, Arc<Object<M>>);
 
+/// An evicted object with its primary key, and whether it earned a lower tier.
+pub(crate) type Evicted<M> = (Bytes, Arc<Object<M>>, bool);
+
 /// All variants stored under one primary key.
 struct IndexEntry {
     hash: u64,
@@ -304,8 +307,8 @@ impl<M> ShardState<M> {
     }
 
     /// Evicts one variant by the S3-FIFO rules; returns its accounted size, and the object
-    /// with its primary key when it earned a place in a lower tier (see `Removed::earned`).
-    pub(crate) fn evict_one(&mut self) -> Option<(u64, Option<Earned<M>>)> {
+    /// with its primary key and whether it earned a place in a lower tier (`Removed::earned`).
+    pub(crate) fn evict_one(&mut self) -> Option<(u64, Evicted<M>)> {
         let removed = self.policy.evict()?;
         let stored = &removed.value;
         let policy = &self.policy;
@@ -321,10 +324,8 @@ impl<M> ShardState<M> {
                 entry.remove();
             }
         }
-        let earned = removed
-            .earned
-            .then_some((removed.value.primary, removed.value.object));
-        Some((removed.size, earned))
+        let evicted = (removed.value.primary, removed.value.object, removed.earned);
+        Some((removed.size, evicted))
     }
 
     /// The stored objects that earned a lower tier (see `S3Fifo::earned`), hottest first.
@@ -448,13 +449,10 @@ mod tests {
         assert!(st.hit(HASH, KEY, &select(b"b")).is_some());
         assert!(st.hit(HASH, KEY, &select(b"c")).is_none());
         // The unhit "a" is the victim; the hit "b" is promoted, then evicted last.
-        assert_eq!(
-            st.evict_one().map(|e| (e.0, e.1.is_some())),
-            Some((100, false))
-        );
+        assert_eq!(st.evict_one().map(|e| (e.0, e.1 .2)), Some((100, false)));
         assert!(st.hit(HASH, KEY, &select(b"a")).is_none());
         assert_eq!(
-            st.evict_one().map(|e| (e.0, e.1.is_some())),
+            st.evict_one().map(|e| (e.0, e.1 .2)),
             Some((50, true)),
             "promoted: earned"
         );

@@ -16,10 +16,12 @@
 //!   in memory, and the next lookup for another variant is a plain miss (memory holds a
 //!   variant of the key, so the disk is not asked again).
 //! - Demotion: objects evicted from memory that earned it (see `s3fifo.rs`: hit while in
-//!   the small queue, or re-admitted through the ghost queue) are queued to their disk's
-//!   writer thread; a full queue drops them (counted). An object whose disk record is
-//!   exactly it (it was read from disk, or written already: `Object::on_disk`) is not
-//!   written again while the disk still indexes its key.
+//!   the small queue, or re-admitted through the ghost queue), and those leaving unearned a
+//!   second time within about the disks' horizon (`disk_ghost.rs`: memory's own ghost
+//!   forgets after about memory's size), are queued to their disk's writer thread; a full
+//!   queue drops them (counted). An object whose disk record is exactly it (it was read
+//!   from disk, or written already: `Object::on_disk`) is not written again while the disk
+//!   still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
 //!   `update` after a 304 updates memory, and when the object is not in memory (a disk
 //!   copy streamed without being kept) drops the disk copies. `lookup_no_fill` sees memory
@@ -85,14 +87,15 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use bytes::Bytes;
 
 use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
-use crate::disk::{DiskConfig, DiskEngine, DiskStats, ReadPool, CHUNK};
+use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, ReadPool, CHUNK};
+use crate::disk_ghost::DiskGhost;
 use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
 use crate::object::{Body, Object};
@@ -147,6 +150,10 @@ pub struct TieredConfig {
     /// Large disk bodies whose location is remembered at most (one entry each: head and
     /// metadata in memory, the body in the segment).
     pub max_segment_bodies: usize,
+    /// Small records in the page cache are read by the looking-up thread itself (`preadv2`
+    /// with `RWF_NOWAIT`, never waiting for the device) and answered as a hit; `false` sends
+    /// every disk read to the read threads (tests of that path).
+    pub cached_reads: bool,
 }
 
 impl TieredConfig {
@@ -160,6 +167,7 @@ impl TieredConfig {
             close_write_limit: std::time::Duration::from_secs(10),
             segment_body_min: 1 << 20,
             max_segment_bodies: 4096,
+            cached_reads: true,
         }
     }
 }
@@ -218,6 +226,8 @@ pub struct TieredStore<M> {
     disks: Arc<Disks>,
     close_write_limit: std::time::Duration,
     segment_body_min: u64,
+    /// See `TieredConfig::cached_reads`.
+    cached_reads: bool,
     bodies: Arc<SegmentBodies<M>>,
     segment_hits: AtomicU64,
     /// Held while `close` runs; true once it ran.
@@ -236,6 +246,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// Opens the disks (each loads its index in the background; lookups meanwhile miss on
     /// what is not loaded yet). A disk that cannot be opened is logged and left out.
     pub fn open(cfg: TieredConfig) -> Self {
+        let disk_bytes = cfg.disks.iter().map(|d| d.size_bytes).sum::<u64>();
         let engines: Vec<Arc<DiskEngine>> = cfg
             .disks
             .into_iter()
@@ -254,11 +265,25 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
         });
         let for_hook = Arc::clone(&disks);
-        let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>| {
-            if let Some(disk) = for_hook.for_key(&primary) {
-                if !(object.on_disk() && disk.maybe_has(disk.hash(&primary))) {
-                    disk.enqueue_write(primary, object);
-                }
+        let horizon = cfg.memory.budget_bytes + disk_bytes;
+        let ghost = Mutex::new(DiskGhost::new(horizon));
+        let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>, earned| {
+            let Some(disk) = for_hook.for_key(&primary) else {
+                return;
+            };
+            let hash = disk.hash(&primary);
+            if object.on_disk() && disk.maybe_has(hash) {
+                return;
+            }
+            // Unearned: written only if it left memory unearned once before, within about
+            // the disks' horizon (see `disk_ghost.rs`).
+            let size = object.head().len() as u64 + object.body_len();
+            let again = || {
+                let mut ghost = ghost.lock().unwrap_or_else(PoisonError::into_inner);
+                ghost.seen_again(hash, size)
+            };
+            if earned || again() {
+                disk.enqueue_write(primary, object);
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);
@@ -272,6 +297,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             disks,
             close_write_limit: cfg.close_write_limit,
             segment_body_min: cfg.segment_body_min,
+            cached_reads: cfg.cached_reads,
             bodies,
             segment_hits: AtomicU64::new(0),
             closed: std::sync::Mutex::new(false),
@@ -366,8 +392,20 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             return Lookup::Miss(writer);
         };
         let hash = disk.hash(primary);
-        if !disk.maybe_has(hash) || self.memory.has_primary(primary) || !self.disks.pool.has_room()
-        {
+        if !disk.maybe_has(hash) || self.memory.has_primary(primary) {
+            return Lookup::Miss(writer);
+        }
+        // A small record in the page cache is read here: a hand-off to a read thread and the
+        // wake-up back cost more than the read (bench/RESULTS.md, 2026-11-26).
+        let cached = self.cached_reads.then(|| disk.read_all_cached(primary));
+        let writer = match cached.flatten() {
+            Some(records) => match self.serve_cached(records, writer, select) {
+                Ok(found) => return found,
+                Err(writer) => writer,
+            },
+            None => writer,
+        };
+        if !self.disks.pool.has_room() {
             return Lookup::Miss(writer);
         }
         let Some(reader) = writer.join() else {
@@ -387,6 +425,40 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             fill_from_disk(&disk, &key, writer, &to)
         }));
         Lookup::Pending(reader)
+    }
+
+    /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
+    /// usable one, if the selector takes it, becomes a hit (and is kept in memory by the
+    /// usual admission, through `writer`); no usable record is a miss. `Err(writer)`: a body
+    /// to be served from its segment file, left to the read threads.
+    fn serve_cached(
+        &self,
+        records: Vec<DiskRecord>,
+        writer: FillWriter<M>,
+        select: &dyn Fn(&Object<M>) -> bool,
+    ) -> Result<Lookup<M>, FillWriter<M>> {
+        let usable = records
+            .into_iter()
+            .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
+            .max_by_key(|(_, r)| r.seq);
+        let Some((meta, rec)) = usable else {
+            return Ok(Lookup::Miss(writer));
+        };
+        if rec.body_len >= self.segment_body_min {
+            return Err(writer);
+        }
+        let object = Object::new(
+            rec.head.clone(),
+            Body::Chunks(rec.body.clone().into()),
+            rec.body_len,
+            meta.clone(),
+            rec.secondary.clone(),
+        );
+        if !select(&object) {
+            return Ok(Lookup::Miss(writer));
+        }
+        play_into(writer, rec, meta);
+        Ok(Lookup::Hit(Arc::new(object.just_read_from_disk())))
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
@@ -442,6 +514,20 @@ struct SegmentTarget<'a, M> {
     from: u64,
 }
 
+/// Plays a disk record held in memory into the fill: readers see it as a stored response,
+/// and finishing commits it to memory by the usual admission.
+fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskRecord, meta: M) {
+    let length = BodyLength::Known(rec.body_len);
+    let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
+    // The disk copy is this object: evicting it again (or closing) need not rewrite it.
+    body_writer.mark_on_disk();
+    for chunk in rec.body {
+        body_writer.append(chunk);
+    }
+    // Lengths match by construction (verified record); a mismatch would abort the readers.
+    let _ = body_writer.finish();
+}
+
 /// Reads `key`'s newest disk record and plays it into the fill; hands the fill over to a
 /// waiting request when there is nothing usable.
 fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
@@ -460,19 +546,7 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         return;
     };
     let Some(in_file) = rec.in_file.clone() else {
-        let mut body_writer = writer.publish_stored_head(
-            rec.head,
-            meta,
-            rec.secondary,
-            BodyLength::Known(rec.body_len),
-        );
-        // The disk copy is this object: evicting it again (or closing) need not rewrite it.
-        body_writer.mark_on_disk();
-        for chunk in rec.body {
-            body_writer.append(chunk);
-        }
-        // Lengths match by construction (verified record); a mismatch would abort the readers.
-        let _ = body_writer.finish();
+        play_into(writer, rec, meta);
         return;
     };
     // A large body: verified whole before any byte is sent (a bad chunk hands the request

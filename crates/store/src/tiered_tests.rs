@@ -37,7 +37,10 @@ pub(crate) fn tiered_in(dir: tempfile::TempDir, budget: u64, max: u64, shards: u
         shards,
         ..StoreConfig::default()
     };
-    let store = TieredStore::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    let store = TieredStore::open(pool_reads(TieredConfig::new(
+        memory,
+        vec![disk_cfg(dir.path())],
+    )));
     assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
     Tiered { store, dir }
 }
@@ -304,7 +307,7 @@ fn close_stops_at_its_deadline() {
         shards: 1,
         ..StoreConfig::default()
     };
-    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    let mut cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
     cfg.close_write_limit = Duration::ZERO;
     let store = TieredStore::<Meta>::open(cfg);
     let t = Tiered { store, dir };
@@ -330,7 +333,7 @@ fn close_writes_bench() {
         ..StoreConfig::default()
     };
     let disk = DiskConfig::new(dir.path(), 1 << 30);
-    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk]));
+    let store = TieredStore::<Meta>::open(pool_reads(TieredConfig::new(memory, vec![disk])));
     assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
     let t = Tiered { store, dir };
     let body = pattern(64 << 10, 3);
@@ -358,7 +361,7 @@ fn tiered_segments(dir: tempfile::TempDir) -> Tiered {
         shards: 1,
         ..StoreConfig::default()
     };
-    let mut cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    let mut cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
     cfg.segment_body_min = 64 << 10;
     let store = TieredStore::open(cfg);
     assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
@@ -570,7 +573,10 @@ fn an_unreadable_segment_fails_the_disk_at_open_and_memory_keeps_serving() {
         shards: 1,
         ..StoreConfig::default()
     };
-    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    let store = TieredStore::<Meta>::open(pool_reads(TieredConfig::new(
+        memory,
+        vec![disk_cfg(dir.path())],
+    )));
     store.disks()[0].wait_loaded(Duration::from_secs(10));
     let t = Tiered { store, dir };
     let s = t.stats();
@@ -609,4 +615,41 @@ fn a_segment_truncated_under_a_read_fails_the_disk_and_memory_keeps_serving() {
     assert!(s.disk_faults >= 1);
     assert_memory_still_serves(&t, &["/mem".to_string()], &body);
     t.store.close();
+}
+
+/// The tests above drive the read threads; this one the worker's own read of a page-cached
+/// record (`TieredConfig::cached_reads`).
+fn pool_reads(cfg: TieredConfig) -> TieredConfig {
+    TieredConfig {
+        cached_reads: false,
+        ..cfg
+    }
+}
+
+#[test]
+fn a_cached_disk_record_is_a_hit_on_the_looking_up_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 64 << 10,
+        max_object_bytes: 32 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    let t = Tiered { store, dir };
+    let body = pattern(20_000, 3);
+    demote(&t, b"/hot", &body);
+    let Lookup::Hit(object) = t.lookup(b"/hot", &any) else {
+        panic!("a cached record is answered at once");
+    };
+    assert!(object.read_from_disk());
+    let chunks = object.body().to_chunks().unwrap();
+    assert_eq!(chunks.concat(), body);
+    // Kept in memory by the usual admission: the next hit is from memory.
+    let Lookup::Hit(again) = t.lookup(b"/hot", &any) else {
+        panic!("now in memory");
+    };
+    assert!(!again.read_from_disk());
+    assert_eq!(again.body().to_chunks().unwrap().concat(), body);
 }

@@ -10,7 +10,7 @@ use sepia_cache_policy::{
     RequestCacheControl, RevalidateReason,
 };
 use sepia_observe::ResultCode;
-use sepia_store::{FillError, FillReader, FillWriter, Lookup, Object};
+use sepia_store::{Body, FillError, FillReader, FillWriter, Lookup, Object};
 
 use super::background;
 use super::completion;
@@ -84,7 +84,18 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         Lookup::Hit(obj) if cache.bans.condemns(q.key, &obj) => {
             Box::pin(condemned(x, cache, q)).await
         }
-        Lookup::Hit(obj) => on_stored(x, cache, q, obj, ResultCode::TcpMemHit).await,
+        Lookup::Hit(obj) => {
+            // Read from disk by this lookup, or a large body the disk tier serves from its
+            // segment file: a hit from disk.
+            let from_disk =
+                obj.read_from_disk() || matches!(obj.body(), Body::File(f) if f.in_disk_segment());
+            let code = if from_disk {
+                ResultCode::TcpHit
+            } else {
+                ResultCode::TcpMemHit
+            };
+            on_stored(x, cache, q, obj, code).await
+        }
         Lookup::Miss(writer) if q.rcc.only_if_cached() => {
             writer.release();
             gateway_timeout()
@@ -123,6 +134,14 @@ async fn pending<C: Responder>(
     let wait = x.cx.state.config.timeouts.origin_first_byte;
     let head = match tokio::time::timeout(wait, reader.head()).await {
         Ok(Ok(head)) => head,
+        // Nothing stored can answer: `only-if-cached` gets a 504 (RFC 9111 §5.2.1.7) and never
+        // reaches the origin.
+        Ok(Err(_)) | Err(_) if q.rcc.only_if_cached() => {
+            if let Some(writer) = reader.take_writer() {
+                writer.release();
+            }
+            return gateway_timeout();
+        }
         // The store could not serve the copy it started to read (a record that failed its
         // checksum, vanished, or a failed disk): fetch through the fill's writer, for every
         // request waiting on it, as after a miss.

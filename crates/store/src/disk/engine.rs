@@ -17,7 +17,7 @@ use super::format::{
 };
 use super::hash::siphash13;
 use super::index::{Index, Loc};
-use super::segment::{read_at, SegFile};
+use super::segment::{read_at, read_cached_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
 pub(crate) trait Demoted: Send + Sync {
@@ -317,7 +317,7 @@ impl DiskEngine {
         }
         for loc in self.shared.index.candidates(hash) {
             self.shared.counters.reads.fetch_add(1, Relaxed);
-            match self.read_one(&loc, primary, hash, segment_from) {
+            match self.read_one(&loc, primary, hash, segment_from, false) {
                 Ok(Some(rec)) => {
                     self.shared.counters.hits.fetch_add(1, Relaxed);
                     if !loc.hit {
@@ -336,6 +336,40 @@ impl DiskEngine {
         out
     }
 
+    /// [`DiskEngine::read_all`] on the caller's thread for records of at most
+    /// [`CACHED_READ_MAX`] bytes that are all in the page cache; `None` (nothing read that
+    /// matters) when one is larger or would wait for the device: then use the read threads.
+    pub(crate) fn read_all_cached(&self, primary: &[u8]) -> Option<Vec<DiskRecord>> {
+        let hash = self.hash(primary);
+        let mut out = Vec::new();
+        if self.shared.failed() {
+            return Some(out);
+        }
+        for loc in self.shared.index.candidates(hash) {
+            match self.read_one(&loc, primary, hash, u64::MAX, true) {
+                Ok(Some(rec)) => {
+                    self.shared.counters.reads.fetch_add(1, Relaxed);
+                    self.shared.counters.hits.fetch_add(1, Relaxed);
+                    if !loc.hit {
+                        self.shared.index.mark_hit(hash, loc.seg, loc.offset);
+                    }
+                    out.push(rec);
+                }
+                Ok(None) => {
+                    self.shared.counters.reads.fetch_add(1, Relaxed);
+                }
+                Err(ReadError::WouldBlock) => return None,
+                Err(e) => {
+                    self.shared.counters.reads.fetch_add(1, Relaxed);
+                    if self.read_failed(hash, loc.seg, loc.offset, e) {
+                        return Some(Vec::new());
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+
     /// Books a failed read of the record at `seg`/`offset`: a checksum failure drops it
     /// from the index, an I/O error fails the disk (then true).
     pub(crate) fn read_failed(&self, hash: u64, seg: u32, offset: u64, e: ReadError) -> bool {
@@ -346,6 +380,7 @@ impl DiskEngine {
                 self.shared.index.remove_exact(hash, seg, offset);
                 false
             }
+            ReadError::NotOpen | ReadError::WouldBlock => false,
             ReadError::Io(e) => {
                 self.shared.fault("read", &e);
                 true
@@ -375,11 +410,25 @@ impl DiskEngine {
         primary: &[u8],
         hash: u64,
         segment_from: u64,
+        cached_only: bool,
     ) -> Result<Option<DiskRecord>, ReadError> {
-        let seg = self.shared.seg(loc.seg).ok_or(ReadError::Corrupt)?;
+        if cached_only && !(loc.len > 0 && loc.len <= CACHED_READ_MAX) {
+            return Err(ReadError::WouldBlock);
+        }
+        // While the index loads, the checkpoint's entries are in it before their segments
+        // are open: such an entry is a miss for now, not a bad record to drop.
+        let seg = match self.shared.seg(loc.seg) {
+            Some(seg) => seg,
+            None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
+            None => return Err(ReadError::Corrupt),
+        };
         let mut prefix = if loc.len > 0 && loc.len <= 4 * CHUNK {
             let mut b = BytesMut::zeroed(loc.len as usize);
-            read_at(&seg.file, &mut b, loc.offset)?;
+            if !cached_only {
+                read_at(&seg.file, &mut b, loc.offset)?;
+            } else if !read_cached_at(&seg.file, &mut b, loc.offset)? {
+                return Err(ReadError::WouldBlock);
+            }
             b
         } else {
             let mut b = BytesMut::zeroed(HEADER_LEN);
@@ -552,8 +601,16 @@ enum Enqueue {
     Failed,
 }
 
+/// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one
+/// read of this size from the page cache costs about what a hand-off to a read thread does.
+pub(crate) const CACHED_READ_MAX: u64 = 64 * 1024;
+
 pub(crate) enum ReadError {
     Corrupt,
+    /// The record's segment is not open yet (the index is loading): a miss, nothing wrong.
+    NotOpen,
+    /// Reading the record would wait for the device (or it is too large to read inline).
+    WouldBlock,
     Io(io::Error),
 }
 

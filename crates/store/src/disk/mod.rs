@@ -106,8 +106,8 @@ mod segment;
 mod writer;
 
 pub use config::{DiskConfig, DiskStats};
-pub(crate) use engine::Demoted;
 pub use engine::DiskEngine;
+pub(crate) use engine::{Demoted, DiskRecord};
 pub(crate) use format::CHUNK;
 pub(crate) use pool::ReadPool;
 

@@ -59,6 +59,25 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
     file.read_exact_at(buf, at)
 }
 
+/// [`read_at`] only if the bytes are in the page cache (`preadv2` with `RWF_NOWAIT`, Linux
+/// 4.14): `Ok(false)` when reading them would wait for the device, so that a worker thread can
+/// read a cached record itself and leave the ones that would block to the read threads.
+pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<bool> {
+    use rustix::io::{preadv2, ReadWriteFlags};
+    let mut done = 0;
+    while done < buf.len() {
+        let mut parts = [io::IoSliceMut::new(&mut buf[done..])];
+        match preadv2(file, &mut parts, at + done as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => done += n,
+            Err(rustix::io::Errno::AGAIN) => return Ok(false),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(true)
+}
+
 /// The summary of a sealed segment, or `None` if it has no valid footer and summary.
 pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
     let size = seg.file.metadata()?.len();

@@ -181,7 +181,12 @@ impl Writer {
             }
             _ => {}
         }
-        if !self.shared.failed() {
+        if self.shared.failed() {
+            // Nothing buffered will ever be written: dropped, or the serve loop, seeing a
+            // buffer past its flush interval, would come straight back here (a busy loop).
+            self.buf.clear();
+            self.pending.clear();
+        } else {
             if !self.buf.is_empty() && self.last_flush.elapsed() >= self.shared.cfg.flush_interval {
                 self.flush()?;
             }

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# bench/disk.sh: Sepia's disk tier (issue 21). See bench/README.md, "Disk tier".
+#
+#   bench/disk.sh restart [--objects N] [--memory SIZE] [--dir-size SIZE] [--reps R]
+#   bench/disk.sh hitcost [--sizes 4k,64k] [--reps R] [--duration S] [--conns C]
+#                         [--hit-objects N] [--hit-disk-size SIZE] [--fill-gap G] [--nginx]
+#                         [--hit-memory SIZE]
+#   common: [--sepia-bin PATH] [--disk-root DIR] [--port P]
+set -euo pipefail
+BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
+RUN=$BENCH_DIR/run-disk
+source "$BENCH_DIR/lib/common.sh"
+
+MODE=${1:-}; shift || true
+OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
+FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
+SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
+DISK_ROOT=/var/tmp/sepia-dbench
+ORIGIN_PORT=18480 PORT=18481
+while (($#)); do
+    case $1 in
+        --objects) OBJECTS=$2; shift ;;
+        --memory) MEMORY=$2; shift ;;
+        --dir-size) DIR_SIZE=$2; shift ;;
+        --reps) REPS=$2; shift ;;
+        --duration) DURATION=$2; shift ;;
+        --conns) CONNS=$2; shift ;;
+        --sizes) SIZES=$2; shift ;;
+        --hit-objects) HIT_OBJECTS=$2; shift ;;
+        --fill-gap) FILL_GAP=$2; shift ;;
+        --nginx) NGINX=1 ;;
+        --hit-memory) HIT_MEMORY=$2; shift ;;
+        --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
+        --sepia-bin) SEPIA_BIN=$2; shift ;;
+        --disk-root) DISK_ROOT=$2; shift ;;
+        --port) PORT=$2; ORIGIN_PORT=$(($2 - 1)); shift ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+[[ $MODE == restart || $MODE == hitcost ]] || { sed -n 2,7p "$0"; exit 2; }
+[[ -x $SEPIA_BIN ]] || { echo "no Sepia binary at $SEPIA_BIN (build with cargo build --release -p sepia or pass --sepia-bin)" >&2; exit 1; }
+trap cleanup EXIT
+raise_fd_limit
+mkdir -p "$RUN" "$DISK_ROOT"
+RESULTS=$RUN/results.jsonl
+
+start_origin() {
+    local dir=$RUN/origin
+    mkdir -p "$dir/tmp" "$RUN/www"
+    head -c 4096 /dev/zero | tr '\0' 'a' > "$RUN/www/4k"
+    head -c 65536 /dev/zero | tr '\0' 'b' > "$RUN/www/64k"
+    head -c 1048576 /dev/zero | tr '\0' 'c' > "$RUN/www/1m"
+    chmod -R a+rX "$RUN/www"
+    render "$BENCH_DIR/peers/disk/origin.nginx.conf" "$dir/nginx.conf" "$ORIGIN_PORT"
+    launch "$LOAD_CPU" "$dir/stderr.log" nginx -p "$dir/" -c "$dir/nginx.conf" -g 'daemon off;'
+    ORIGIN_PID=$LAUNCHED_PID
+    wait_ready "$ORIGIN_PID" "$ORIGIN_PORT" /t/probe 15 || { warn "origin did not start"; exit 1; }
+    pin_tree "$ORIGIN_PID" "$LOAD_CPU"
+}
+
+# sepia_config NAME PORT MEM DIR DIRSIZE: write $RUN/NAME/sepia.toml (fresh access log).
+sepia_config() {
+    local name=$1 dir=$RUN/$1
+    mkdir -p "$dir"; rm -f "$dir/access.log"
+    render "$BENCH_DIR/peers/disk/sepia.toml" "$dir/sepia.toml.tmp" "$2" "$name"
+    sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
+    rm "$dir/sepia.toml.tmp"
+    "$SEPIA_BIN" --config "$dir/sepia.toml" check > /dev/null
+}
+
+# start_sepia NAME PORT: launch on the target CPU with SEPIA_LOG=info; sets SEPIA_PID.
+start_sepia() {
+    local dir=$RUN/$1
+    launch "$TARGET_CPU" "$dir/stderr.log" env SEPIA_LOG=info NO_COLOR=1 "$SEPIA_BIN" --config "$dir/sepia.toml"
+    SEPIA_PID=$LAUNCHED_PID
+    wait_listen "$SEPIA_PID" "$2" 30 || { warn "sepia $1 did not start: $(tail -3 "$dir/stderr.log")"; exit 1; }
+    pin_tree "$SEPIA_PID" "$TARGET_CPU"
+}
+
+# fill PORT BASE N: every URL BASE0..BASE(N-1) twice (tools/disk_fill.lua); prints seconds.
+fill() {
+    local port=$1 base=$2 n=$3 done=$RUN/fill-done t0 wpid
+    rm -f "$done"-*
+    t0=$(date +%s.%N)
+    taskset -c "$LOAD_CPU" wrk -t"$FILL_THREADS" -c"$FILL_CONNS" -d 36000 -s "$BENCH_DIR/tools/disk_fill.lua" \
+        "http://127.0.0.1:$port" -- "$base" "$n" "$FILL_THREADS" "$done" "$FILL_GAP" > "$RUN/fill-wrk.txt" 2>&1 &
+    wpid=$!
+    STARTED+=("$wpid")
+    while alive "$wpid"; do
+        local k=0 i
+        for ((i = 1; i <= FILL_THREADS; i++)); do [[ -e $done-$i ]] && k=$((k + 1)); done
+        ((k == FILL_THREADS)) && break
+        sleep 0.5
+    done
+    kill -INT "$wpid" 2> /dev/null || true
+    wait "$wpid" 2> /dev/null || true
+    echo "$(date +%s.%N) - $t0" | bc
+}
+
+# codes FILE [FROM_LINE]: result-code counts of a squid access log (from line FROM on).
+codes() {
+    tail -n +"${2:-1}" "$1" | awk '{ split($4, a, "/"); c[a[1]]++ } END { for (k in c) printf "%s=%d ", k, c[k]; print "" }'
+}
+
+restart_bench() {
+    local dir=$DISK_ROOT/restart empty=$DISK_ROOT/empty probe rep out secs
+    start_origin
+    log "empty-disk baseline RSS"
+    rm -rf "$empty"
+    sepia_config empty "$PORT" "$MEMORY" "$empty" "$DIR_SIZE"
+    out=$(python3 "$BENCH_DIR/tools/disk_restart.py" --bin "$SEPIA_BIN" --config "$RUN/empty/sepia.toml" \
+        --stderr "$RUN/empty/stderr.log" --port "$PORT" --path '' --settle 2)
+    echo "{\"case\":\"empty\",\"objects_requested\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    rm -rf "$dir"
+    sepia_config fill "$PORT" "$MEMORY" "$dir" "$DIR_SIZE"
+    start_sepia fill "$PORT"
+    log "filling $OBJECTS objects, each twice (memory $MEMORY, disk $DIR_SIZE)"
+    secs=$(fill "$PORT" /t/r- "$OBJECTS")
+    sleep 3
+    log "fill: $secs s; $(grep -E 'requests in|Requests/sec' "$RUN/fill-wrk.txt" | tr -s ' ' | tr '\n' ' ')"
+    log "fill access log: $(codes "$RUN/fill/access.log")"
+    rm -f "$RUN/fill/access.log"
+    log "disk: $(du -sh "$dir" | cut -f1), $(ls "$dir" | grep -c seg) segments; RSS $(rss_of "$SEPIA_PID")"
+    echo "{\"case\":\"fill\",\"objects_requested\":$OBJECTS,\"seconds\":$secs,\"rss\":$(rss_of "$SEPIA_PID"),\"disk_bytes\":$(du -sb "$dir" | cut -f1)}" >> "$RESULTS"
+    # an early URL of thread 1: long evicted from memory, so on disk if anything is
+    probe=$(seq -s, -f "/t/r-%.0f" $((FILL_THREADS * 100)) 7 $((FILL_THREADS * 100 + 7 * 199)))
+    log "kill -9 the filling Sepia 3 s after the fill"
+    kill -KILL "$SEPIA_PID"; wait "$SEPIA_PID" 2> /dev/null || true
+    run_one() {  # CASE THEN
+        sepia_config "$1" "$PORT" "$MEMORY" "$dir" "$DIR_SIZE"
+        out=$(python3 "$BENCH_DIR/tools/disk_restart.py" --bin "$SEPIA_BIN" --config "$RUN/$1/sepia.toml" \
+            --stderr "$RUN/$1/stderr.log" --port "$PORT" --path "$probe" --then "$2")
+        log "$1: checksum warnings: $(grep -c "failed its checksum" "$RUN/$1/stderr.log")"
+        echo "{\"case\":\"$1\",\"objects_requested\":$OBJECTS,\"access\":\"$(codes "$RUN/$1/access.log")\",\"r\":$out}" | tee -a "$RESULTS"
+    }
+    run_one crash-after-fill term
+    for ((rep = 1; rep <= REPS; rep++)); do
+        run_one "clean-$rep" kill
+        run_one "crash-$rep" term
+    done
+    log "disk at the end: $(du -sh "$dir" | cut -f1)"
+    rm -rf "$dir"
+}
+
+# one_run NAME PORT BASE N: a measured uniform-random run; appends a JSON record.
+one_run() {
+    local name=$1 port=$2 base=$3 n=$4 pid=$5 c0 c1 l0 req
+    local o0; o0=$(curl -s "http://127.0.0.1:$ORIGIN_PORT/nginx_status" | awk 'NR == 3 { print $3 }')
+    l0=1; [[ -e $RUN/$name/access.log ]] && l0=$(($(wc -l < "$RUN/$name/access.log") + 1))
+    local t0; t0=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
+    local d0; d0=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d0=${d0:-0}
+    c0=$(cpu_of "$pid")
+    taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d "$DURATION" -s "$BENCH_DIR/tools/disk_uniform.lua" \
+        "http://127.0.0.1:$port" -- "$base" "$n" > "$RUN/wrk-$name.txt" 2>&1
+    c1=$(cpu_of "$pid")
+    local t1; t1=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
+    sleep 1
+    local d1; d1=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d1=${d1:-0}
+    local o1; o1=$(curl -s "http://127.0.0.1:$ORIGIN_PORT/nginx_status" | awk 'NR == 3 { print $3 }')
+    local threads; threads=$(python3 -c 'import json,sys; a=json.loads(sys.argv[1]); b=json.loads(sys.argv[2]); print(json.dumps({k: round(v - a.get(k, 0), 2) for k, v in b.items() if v - a.get(k, 0) > 0.005}))' "$t0" "$t1")
+    req=$(awk '/requests in/ { print $1 }' "$RUN/wrk-$name.txt")
+    local rps; rps=$(awk '/Requests\/sec/ { print $2 }' "$RUN/wrk-$name.txt")
+    local us; us=$(echo "scale=2; ($c1 - $c0) * 1000000 / $req" | bc)
+    local cpu; cpu=$(echo "scale=1; ($c1 - $c0) * 100 / $DURATION" | bc)
+    local mix="(no access log)"; [[ -e $RUN/$name/access.log ]] && mix=$(codes "$RUN/$name/access.log" "$l0")
+    echo "{\"case\":\"$name\",\"requests\":$req,\"rps\":$rps,\"cpu_us\":$us,\"target_cpu_pct\":$cpu,\"mix\":\"$mix\",\"thread_cpu_s\":$threads,\"disk_growth_bytes\":$((d1 - d0)),\"origin_requests\":$((o1 - o0 - 1))}" | tee -a "$RESULTS"
+}
+
+hitcost_bench() {
+    local size n rep memmem=1GiB
+    start_origin
+    for size in ${SIZES//,/ }; do
+        case $size in
+            4k) n=40000 ;;
+            64k) n=4000 ;;
+            1m) n=400 ;;
+        esac
+        [[ -n $HIT_OBJECTS ]] && n=$HIT_OBJECTS
+        local base=/s/$size/h$RANDOM-
+        rm -rf "$DISK_ROOT/hit-disk-$size" "$DISK_ROOT/hit-mem-$size"
+        sepia_config "disk-$size" "$PORT" "$HIT_MEMORY" "$DISK_ROOT/hit-disk-$size" "$HIT_DISK_SIZE"
+        start_sepia "disk-$size" "$PORT"; local dpid=$SEPIA_PID
+        sepia_config "mem-$size" $((PORT + 1)) "$memmem" "$DISK_ROOT/hit-mem-$size" 64MiB
+        start_sepia "mem-$size" $((PORT + 1)); local mpid=$SEPIA_PID
+        log "$size: filling $n objects into each (disk: memory $HIT_MEMORY; mem: memory $memmem)"
+        fill "$PORT" "$base" "$n" > /dev/null
+        fill $((PORT + 1)) "$base" "$n" > /dev/null
+        sleep 3
+        log "disk-$size after the fill: $(du -sh "$DISK_ROOT/hit-disk-$size" | cut -f1)"
+        log "disk-$size fill: $(codes "$RUN/disk-$size/access.log"); mem-$size fill: $(codes "$RUN/mem-$size/access.log")"
+        local npid=
+        if ((NGINX)); then
+            local nd=$RUN/nginxcache
+            rm -rf "$nd"; mkdir -p "$nd/tmp"
+            render "$BENCH_DIR/peers/nginxcache.conf" "$nd/nginx.conf" $((PORT + 2))
+            launch "$TARGET_CPU" "$nd/stderr.log" nginx -p "$nd/" -c "$nd/nginx.conf" -g 'daemon off;'
+            npid=$LAUNCHED_PID
+            wait_listen "$npid" $((PORT + 2)) 15 || { warn "nginx proxy_cache did not start"; exit 1; }
+            pin_tree "$npid" "$TARGET_CPU"
+            fill $((PORT + 2)) "$base" "$n" > /dev/null
+            sleep 1
+        fi
+        log "warm-up (5 s each)"
+        local D=$DURATION; DURATION=5
+        one_run "disk-$size" "$PORT" "$base" "$n" "$dpid" > /dev/null
+        one_run "mem-$size" $((PORT + 1)) "$base" "$n" "$mpid" > /dev/null
+        [[ -n $npid ]] && one_run "nginxcache" $((PORT + 2)) "$base" "$n" "$npid" > /dev/null
+        DURATION=$D
+        for ((rep = 1; rep <= REPS; rep++)); do
+            one_run "disk-$size" "$PORT" "$base" "$n" "$dpid"
+            one_run "mem-$size" $((PORT + 1)) "$base" "$n" "$mpid"
+            [[ -n $npid ]] && one_run "nginxcache" $((PORT + 2)) "$base" "$n" "$npid"
+        done
+        [[ -n $npid ]] && { stop_tree "$npid"; rm -rf "$RUN/nginxcache/cache"; }
+        stop_tree "$dpid"; stop_tree "$mpid"
+        rm -rf "$DISK_ROOT/hit-disk-$size" "$DISK_ROOT/hit-mem-$size" "$RUN/disk-$size/access.log" "$RUN/mem-$size/access.log"
+    done
+}
+
+meta() { :; }
+case $MODE in
+    restart) restart_bench ;;
+    hitcost) hitcost_bench ;;
+esac
