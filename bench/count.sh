@@ -5,7 +5,9 @@
 # "Counting the costs" section of bench/RESULTS.md. Only 127.0.0.1 is contacted.
 #
 #   bench/count.sh [--sepia-bin PATH] [--sepia-label TEXT] [--hits N] [--misses N]
-#                  [--cg-hits N] [--cg-misses N] [--out FILE]
+#                  [--cg-hits N] [--cg-misses N] [--out FILE] [--admin]
+#   --admin adds an [admin] table (port base + 9) to Sepia's configuration: every request is
+#   then counted for the admin listener's metrics.
 set -uo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -14,7 +16,7 @@ RUN=${BENCH_COUNT_RUN:-$BENCH_DIR/run-count}
 OUT=$BENCH_DIR/RESULTS.md
 PORT_BASE=28200
 HITS=20000 MISSES=5000 CG_HITS=2000 CG_MISSES=1000
-SEPIA_BIN="" SEPIA_LABEL=""
+SEPIA_BIN="" SEPIA_LABEL="" ADMIN=0
 COMMAND_LINE="bench/count.sh${*:+ $*}"
 
 source "$BENCH_DIR/lib/common.sh"
@@ -30,7 +32,8 @@ while (($#)); do
         --cg-misses) CG_MISSES=$2; shift ;;
         --port-base) PORT_BASE=$2; shift ;;
         --out) OUT=$(realpath -m "$2"); shift ;;
-        *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+        --admin) ADMIN=1 ;;
+        *) sed -n '2,11p' "$0" >&2; exit 2 ;;
     esac
     shift
 done
@@ -58,6 +61,7 @@ if [[ -z $SEPIA_BIN ]]; then
 fi
 PORT=${TPORT[sepia]}
 URL="http://127.0.0.1:$PORT"
+((ADMIN)) && export SEPIA_ADMIN_PORT=$((PORT_BASE + 9))
 meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
 meta command "$COMMAND_LINE"
 meta sepia "${SEPIA_LABEL:-$SEPIA_BIN}"

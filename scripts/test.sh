@@ -34,6 +34,8 @@ command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
 /usr/bin/python3 -c 'import h2, hyperframe' 2>/dev/null || need_pkgs+=(python3-h2)
 # HTTP/2 to origins (e2e/tests/origin_h2.rs): nginx serves h2 over TLS and h2c.
 [[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null || need_pkgs+=(nginx)
+# The admin dashboard's test (e2e/tests/dashboard.rs) loads the page in headless Chromium.
+[[ -x /usr/bin/chromium ]] || need_pkgs+=(chromium)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -67,6 +67,9 @@ start_sepia_as() {
     mkdir -p "$dir"
     [[ -x "$bin" ]] || { FAIL_REASON="no binary at $bin (build failed?)"; return 1; }
     render "$BENCH_DIR/peers/sepia.toml" "$dir/sepia.toml" "${TPORT[$name]}"
+    # count.sh --admin: the admin listener on, so every request is counted for its metrics.
+    [[ -n ${SEPIA_ADMIN_PORT:-} ]] \
+        && printf '\n[admin]\nlisten = "127.0.0.1:%s"\n' "$SEPIA_ADMIN_PORT" >> "$dir/sepia.toml"
     START_CMD="env SEPIA_LOG=warn $bin --config $dir/sepia.toml"
     launch "$TARGET_CPU" "$dir/stderr.log" env SEPIA_LOG=warn "$bin" --config "$dir/sepia.toml"
 }

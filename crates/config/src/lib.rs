@@ -11,6 +11,7 @@
 pub mod model;
 
 mod access;
+mod admin;
 mod auth;
 mod error;
 mod origin_tls;
@@ -26,9 +27,9 @@ use toml::Spanned;
 
 pub use error::ConfigError;
 pub use model::{
-    AccessLogConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig, Forward,
-    HeaderPolicy, HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat,
-    LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
+    AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,
+    Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls,
+    LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
@@ -168,6 +169,23 @@ impl Config {
                 write_budget_per_day: None,
             });
         }
+        Ok(self)
+    }
+
+    /// The quick starts' `--admin ADDR`: the admin listener at `ADDR` with every default.
+    /// Errors name the flag.
+    pub fn with_quick_admin(mut self, listen: Option<&str>) -> Result<Config, ConfigError> {
+        let Some(listen) = listen else {
+            return Ok(self);
+        };
+        let flag = |message: String| ConfigError::new(COMMAND_LINE, Some("--admin"), message);
+        let address = SocketAddr::parse_value(listen).map_err(flag)?;
+        if self.listeners.iter().any(|l| l.address == address) {
+            return Err(flag(format!(
+                "address {address} is already used by --listen"
+            )));
+        }
+        self.admin = Some(AdminConfig::at(address));
         Ok(self)
     }
 

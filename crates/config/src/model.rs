@@ -8,6 +8,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::admin::AdminConfig;
 pub use crate::auth::{AuthBackend, AuthConfig, HelperConfig};
 pub use crate::origin_tls::OriginTls;
 pub use crate::tls::{AlpnProtocol, CertificateFiles, ListenerTls, TlsVersion};
@@ -39,6 +40,8 @@ pub struct Config {
     pub http_access: Option<sepia_access::AccessRules>,
     /// `[auth]`: proxy authentication; `None` when the file has no `[auth]` table.
     pub auth: Option<AuthConfig>,
+    /// `[admin]`: the admin listener; `None` (off) when the file has no `[admin]` table.
+    pub admin: Option<AdminConfig>,
 }
 
 /// `[cache]`.

@@ -138,6 +138,8 @@ pub(crate) struct RawFile {
     pub http_access: Vec<RawHttpAccess>,
     #[serde(deserialize_with = "optional_table")]
     pub auth: Option<crate::auth::RawAuth>,
+    #[serde(deserialize_with = "optional_table")]
+    pub admin: Option<crate::admin::RawAdmin>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -18,6 +18,8 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
     let auth = crate::auth::resolve_auth(raw.auth.as_ref(), file, text)?;
     let routes = resolve_routes(raw.route, file, text)?;
     let http_access = crate::access::resolve(&raw.acl, &raw.http_access, &raw.forward, file, text)?;
+    let addresses: Vec<_> = listeners.iter().map(|l| l.address).collect();
+    let admin = crate::admin::resolve_admin(raw.admin.as_ref(), &addresses, file, text)?;
     Ok(Config {
         server: Server {
             workers: resolve_workers(raw.server.workers.as_usize()),
@@ -65,6 +67,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
         cache,
         http_access,
         auth,
+        admin,
     })
 }
 

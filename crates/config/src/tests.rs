@@ -205,7 +205,7 @@ fn errors_name_file_line_and_key() {
         (
             format!("{LISTENER}[serverr]\nworkers = 1\n"),
             "t.toml:4: key 'serverr': unknown key (expected one of server, listen, limits, \
-             timeouts, headers, forward, route, access_log, cache, acl, http_access, auth)",
+             timeouts, headers, forward, route, access_log, cache, acl, http_access, auth, admin)",
         ),
         (
             format!("{LISTENER}[timeouts]\nconnect = \"1s\"\nconect = \"5s\"\n"),
@@ -768,4 +768,75 @@ fn quick_cache_flags_set_memory_and_one_disk() {
         let e = base().with_quick_cache(&bad).unwrap_err();
         assert_eq!(e.key(), Some(flag), "{e}");
     }
+}
+
+#[test]
+fn admin_is_off_unless_configured_and_validated_with_its_key() {
+    let base = "[[listen]]\naddress = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
+    let parse = |extra: &str| Config::from_toml_str(&format!("{base}{extra}"), "t.toml");
+    let err = |extra: &str| parse(extra).unwrap_err().to_string();
+    assert_eq!(parse("").unwrap().admin, None);
+    let a = parse("[admin]\nlisten = \"127.0.0.1:9090\"\n")
+        .unwrap()
+        .admin
+        .unwrap();
+    assert_eq!(a.listen, "127.0.0.1:9090".parse().unwrap());
+    assert!(a.allows("127.0.0.1".parse().unwrap()));
+    assert!(a.allows("::ffff:127.0.0.2".parse().unwrap()));
+    assert!(!a.allows("10.0.0.1".parse().unwrap()));
+    assert_eq!(a.token, None);
+    assert_eq!(a.tag_fields, ["Surrogate-Key", "Cache-Tag"]);
+    let a = parse(
+        "[admin]\nlisten = \"[::1]:9090\"\nallow = [\"10.0.0.0/8\"]\n\
+         token = \"s3cret-s3cret-s3cret\"\ntag_fields = [\"Cache-Tag\"]\n",
+    )
+    .unwrap()
+    .admin
+    .unwrap();
+    assert!(a.allows("10.1.1.1".parse().unwrap()));
+    assert!(!a.allows("127.0.0.1".parse().unwrap()));
+    assert_eq!(a.token.as_deref(), Some("s3cret-s3cret-s3cret"));
+    assert!(
+        !format!("{a:?}").contains("s3cret"),
+        "the token leaks: {a:?}"
+    );
+    assert_eq!(a.tag_fields, ["Cache-Tag"]);
+
+    let e = err("[admin]\nlisten = \"127.0.0.1:3128\"\n");
+    assert!(
+        e.starts_with("t.toml:5: key 'admin.listen'") && e.contains("listen[0]"),
+        "{e}"
+    );
+    let e = err("[admin]\nlisten = \"127.0.0.1:9090\"\ntoken = \"short\"\n");
+    assert!(
+        e.starts_with("t.toml:6: key 'admin.token'") && e.contains("too short"),
+        "{e}"
+    );
+    let e = err("[admin]\nlisten = \"127.0.0.1:9090\"\ntoken = \"has a space in it, long\"\n");
+    assert!(
+        e.contains("admin.token") && e.contains("invalid token"),
+        "{e}"
+    );
+    let e = err("[admin]\nlisten = \"127.0.0.1:9090\"\ntag_fields = [\"bad field\"]\n");
+    assert!(e.starts_with("t.toml:6: key 'admin.tag_fields'"), "{e}");
+    let e = err("[admin]\nlisten = \"127.0.0.1:9090\"\nallow = [\"10.0.0.1/8\"]\n");
+    assert!(e.contains("admin.allow"), "{e}");
+    let e = err("[admin]\nlisten = \"127.0.0.1:9090\"\nport = 1\n");
+    assert!(
+        e.contains("'admin.port'") && e.contains("unknown key"),
+        "{e}"
+    );
+    let e = err("[admin]\nallow = []\n");
+    assert!(e.contains("admin.listen"), "{e}");
+
+    let quick = Config::quick_forward("127.0.0.1:3128", None, None).unwrap();
+    let q = quick
+        .clone()
+        .with_quick_admin(Some("127.0.0.1:9091"))
+        .unwrap();
+    assert_eq!(q.admin.unwrap().listen, "127.0.0.1:9091".parse().unwrap());
+    let e = quick.clone().with_quick_admin(Some("nope")).unwrap_err();
+    assert!(e.to_string().contains("--admin"), "{e}");
+    let e = quick.with_quick_admin(Some("127.0.0.1:3128")).unwrap_err();
+    assert!(e.to_string().contains("already used"), "{e}");
 }

@@ -306,7 +306,7 @@ pub(crate) fn is_dns_name(text: &str) -> bool {
 }
 
 /// Whether `text` is an RFC 9110 token (§5.6.2): what field names and Via's pseudonym are.
-fn is_token(text: &str) -> bool {
+pub(crate) fn is_token(text: &str) -> bool {
     let is_tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     !text.is_empty() && text.bytes().all(is_tchar)
 }

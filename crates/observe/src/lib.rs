@@ -12,6 +12,7 @@
 mod counters;
 mod format;
 mod json;
+pub mod metrics;
 mod record;
 mod writer;
 

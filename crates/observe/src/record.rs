@@ -42,6 +42,37 @@ pub enum ResultCode {
 }
 
 impl ResultCode {
+    /// Every code, in declaration order (`code as usize` is its index here).
+    pub const ALL: [ResultCode; 13] = [
+        ResultCode::TcpMiss,
+        ResultCode::TcpHit,
+        ResultCode::TcpMemHit,
+        ResultCode::TcpCfHit,
+        ResultCode::TcpRefreshModified,
+        ResultCode::TcpRefreshUnmodified,
+        ResultCode::TcpRefreshFailOld,
+        ResultCode::TcpClientRefreshMiss,
+        ResultCode::TcpNegativeHit,
+        ResultCode::TcpDenied,
+        ResultCode::TcpTunnel,
+        ResultCode::TcpMissAborted,
+        ResultCode::TagNone,
+    ];
+
+    /// Served from a stored response (memory, disk, another's fill, after a 304, stale on
+    /// error, a stored error).
+    pub fn is_hit(self) -> bool {
+        matches!(
+            self,
+            ResultCode::TcpHit
+                | ResultCode::TcpMemHit
+                | ResultCode::TcpCfHit
+                | ResultCode::TcpRefreshUnmodified
+                | ResultCode::TcpRefreshFailOld
+                | ResultCode::TcpNegativeHit
+        )
+    }
+
     /// The tag exactly as Squid writes it.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -5,8 +5,10 @@
 //! The origin and the client run on plain threads with fixed buffers and allocate nothing per
 //! request, so every allocation counted is the proxy's (and the runtime's).
 //!
-//! `cargo run --release -p sepia-proxy --example alloc_per_request [requests] [--log]`
-//! (`--log` writes the Squid-format access log to /dev/null through the real batched writer)
+//! `cargo run --release -p sepia-proxy --example alloc_per_request [requests] [--log] [--admin]`
+//! (`--log` writes the Squid-format access log to /dev/null through the real batched writer;
+//! `--admin` configures the admin listener, so every request is counted and timed for its
+//! metrics, and scrapes `/metrics` and `/stats` once before measuring)
 
 use std::alloc::System;
 use std::io::{Read, Write};
@@ -30,12 +32,19 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
     let with_log = std::env::args().any(|a| a == "--log");
-    let listen = start_sepia(support::start_origin(), with_log);
+    let with_admin = std::env::args().any(|a| a == "--admin");
+    let (listen, admin) = start_sepia(support::start_origin(), with_log, with_admin);
 
     let mut client = Client::connect(listen);
     // Warm up: fill the cache, grow every reused buffer, let the runtime settle.
     for _ in 0..2_000 {
         client.get(b"/hit");
+    }
+    if let Some(admin) = admin {
+        for path in ["/metrics", "/stats"] {
+            let answer = scrape(admin, path);
+            assert!(answer.starts_with("HTTP/1.1 200"), "{path}: {answer}");
+        }
     }
     let region = Region::new(GLOBAL);
     for _ in 0..n {
@@ -56,9 +65,14 @@ fn main() {
     let miss = region.change();
 
     println!(
-        "requests per case: {n}, access log {}",
+        "requests per case: {n}, access log {}, admin listener {}",
         if with_log {
             "on (squid format, /dev/null)"
+        } else {
+            "off"
+        },
+        if with_admin {
+            "on (metrics counted)"
         } else {
             "off"
         }
@@ -77,8 +91,22 @@ fn main() {
     }
 }
 
-/// Starts Sepia as an accelerator of `origin` on a thread of its own; returns where it listens.
-fn start_sepia(origin: SocketAddr, with_log: bool) -> SocketAddr {
+/// One admin request (`Connection: close`); the whole answer.
+fn scrape(admin: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect(admin).unwrap();
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// Starts Sepia as an accelerator of `origin` on a thread of its own; returns where it listens
+/// and, with `with_admin`, where its admin listener does.
+fn start_sepia(
+    origin: SocketAddr,
+    with_log: bool,
+    with_admin: bool,
+) -> (SocketAddr, Option<SocketAddr>) {
     let listen = {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap()
@@ -91,6 +119,9 @@ fn start_sepia(origin: SocketAddr, with_log: bool) -> SocketAddr {
     )
     .unwrap();
     config.access_log.target = LogTarget::Off;
+    if with_admin {
+        config = config.with_quick_admin(Some("127.0.0.1:0")).unwrap();
+    }
     // One worker, as the binary runs it (a current-thread runtime), on a thread of its own:
     // this thread is the client.
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -110,9 +141,10 @@ fn start_sepia(origin: SocketAddr, with_log: bool) -> SocketAddr {
         };
         Server::bind(Arc::new(config), log).unwrap()
     });
+    let admin = server.admin_addr();
     std::thread::spawn(move || runtime.block_on(server.run(std::future::pending())));
     std::thread::sleep(Duration::from_millis(100));
-    listen
+    (listen, admin)
 }
 
 fn unique(path: &mut [u8; 32], i: usize) -> &[u8] {

@@ -1,6 +1,7 @@
 //! Sepia's proxy core, in layers whose imports point down only (see docs/ARCHITECTURE.md):
 //!
 //! - `server`: listeners, accept loops, parked idle connections, graceful shutdown;
+//! - `admin`: the admin listener (metrics, stats, health, configuration, purges, dashboard);
 //! - `front`: front ends, each owning its client connections and their wire format (`h1`,
 //!   `h2`);
 //! - `pipeline`: the request logic written once for every protocol: access → destination →
@@ -14,6 +15,7 @@
 //! - `model`: the vocabulary: request and response views, targets, outcomes, the seam the
 //!   origin side sees the client through.
 
+mod admin;
 mod cache;
 mod front;
 mod h1;

@@ -44,6 +44,9 @@ enum Command {
         tls: TlsArgs,
         #[command(flatten)]
         cache: CacheArgs,
+        /// Admin listener (metrics, stats, dashboard, purge), e.g. 127.0.0.1:9090.
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<String>,
     },
     /// Quick start: a forward proxy for loopback and private-network clients.
     Forward {
@@ -57,6 +60,9 @@ enum Command {
         tls: TlsArgs,
         #[command(flatten)]
         cache: CacheArgs,
+        /// Admin listener (metrics, stats, dashboard, purge), e.g. 127.0.0.1:9090.
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<String>,
     },
     /// Translate a squid.conf into a Sepia configuration (TOML), with a comment for each
     /// directive that could not be translated and why.
@@ -135,20 +141,24 @@ fn main() -> ExitCode {
                 workers,
                 tls,
                 cache,
+                admin,
             }),
             _,
         ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls())
-            .and_then(|c| c.with_quick_cache(&cache.quick())),
+            .and_then(|c| c.with_quick_cache(&cache.quick()))
+            .and_then(|c| c.with_quick_admin(admin.as_deref())),
         (
             Some(Command::Forward {
                 listen,
                 workers,
                 tls,
                 cache,
+                admin,
             }),
             _,
         ) => Config::quick_forward(listen, *workers, tls.listener_tls())
-            .and_then(|c| c.with_quick_cache(&cache.quick())),
+            .and_then(|c| c.with_quick_cache(&cache.quick()))
+            .and_then(|c| c.with_quick_admin(admin.as_deref())),
         (_, Some(path)) => Config::from_file(path),
         (_, None) => Ok(Config::builtin_default()),
     };
@@ -261,6 +271,9 @@ fn run(config: Config) -> std::io::Result<()> {
         let server = Server::bind(Arc::new(config), log)?;
         for addr in server.local_addrs() {
             tracing::info!("listening on {addr}");
+        }
+        if let Some(addr) = server.admin_addr() {
+            tracing::info!("admin listener on {addr}");
         }
         server.run(shutdown_signal()).await;
         rotation.abort();

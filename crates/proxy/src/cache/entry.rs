@@ -1,5 +1,6 @@
 //! What the store keeps beside a response's bytes.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -23,6 +24,9 @@ pub struct Entry {
     /// cloned by the next ones (see `front/h2/heads.rs`); never built for an HTTP/1.1-only
     /// object.
     pub h2_fields: OnceLock<FieldMap>,
+    /// The purge bans it was last checked against (`bans.rs`): those issued when it was
+    /// made; 0 for one read back from disk, checked against every ban.
+    pub born: AtomicU64,
 }
 
 /// Stored fields in the `http` crate's map, and the bytes of their names and values.
@@ -40,6 +44,7 @@ impl Entry {
             layout,
             piece: None,
             h2_fields: OnceLock::new(),
+            born: AtomicU64::new(BAN_GENERATION.load(Relaxed)),
         }
     }
 
@@ -52,3 +57,8 @@ impl Entry {
 
 /// The store's metadata type: shared, so a 304 update and the readers of a fill hold it cheaply.
 pub type Meta = Arc<Entry>;
+
+/// Purge bans issued so far (`bans.rs`, which counts them): an entry made now is born at
+/// this generation and is checked only against bans issued after it. Kept here, beside the
+/// field it sets, so that `bans` imports `entry` and not the other way round.
+pub(super) static BAN_GENERATION: AtomicU64 = AtomicU64::new(0);

@@ -4,6 +4,7 @@
 //! that a tiered memory + disk store plugs in without touching the pipeline. Policy decisions
 //! come from `sepia-cache-policy` (pure functions); the pipeline decides when to call what.
 
+mod bans;
 mod entry;
 mod persist;
 mod publish;
@@ -17,6 +18,7 @@ use sepia_store::{
     DiskConfig, FileHome, MemoryStore, Store, StoreConfig, TieredConfig, TieredStore,
 };
 
+pub use bans::{Ban, Bans};
 pub use entry::{FieldMap, Meta};
 pub use publish::{
     freshened, publish_combined, publish_response, republish, stored_body, Publishing, StoringBody,
@@ -36,6 +38,8 @@ pub struct Cache {
     /// A piece of a representation (RFC 9111 §3.3) has been kept since start: until then a
     /// miss does not look for one to complete, which would cost every miss a lookup.
     pieces_kept: AtomicBool,
+    /// Purges by prefix and tag, applied when a lookup finds a condemned object.
+    pub bans: Bans,
 }
 
 impl Cache {
@@ -69,6 +73,7 @@ impl Cache {
     pub fn from_config(
         config: &CacheConfig,
         listeners: &[Listener],
+        tag_fields: Vec<String>,
     ) -> Result<Option<Cache>, String> {
         if !config.enabled {
             return Ok(None);
@@ -118,6 +123,7 @@ impl Cache {
             base: policy,
             config: config.clone(),
             pieces_kept: AtomicBool::new(false),
+            bans: Bans::new(tag_fields),
         }))
     }
 }

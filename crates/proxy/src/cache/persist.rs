@@ -61,6 +61,8 @@ impl Persist for Entry {
             layout,
             piece,
             h2_fields: OnceLock::new(),
+            // Stored before this process's bans, or after some: checked against them all.
+            born: std::sync::atomic::AtomicU64::new(0),
         })
     }
 }

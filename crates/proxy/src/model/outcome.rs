@@ -8,6 +8,7 @@
 use std::net::IpAddr;
 
 use bytes::Bytes;
+use sepia_observe::metrics::Stamp;
 use sepia_observe::{Hierarchy, ResultCode};
 
 /// How one request was answered.
@@ -28,6 +29,10 @@ pub struct Outcome {
     pub close: bool,
     /// An answer Sepia makes itself (an error, a PURGE result) for the front end to send.
     pub local: Option<LocalAnswer>,
+    /// When the response head was handed to the client's connection, for a response that
+    /// streams after it (relayed, or read from a fill), when metrics are kept: the time to
+    /// first byte. `None` for one sent in one piece (a hit), whose first byte is its last.
+    pub first_byte: Option<Stamp>,
 }
 
 /// The media type of the answers Sepia makes itself: a status line and a sentence as plain
@@ -66,6 +71,7 @@ impl Outcome {
             content_type: None,
             close: false,
             local: None,
+            first_byte: None,
         }
     }
 
@@ -101,6 +107,14 @@ impl Outcome {
     /// With the response's Content-Type for the access log.
     pub fn with_content_type(mut self, content_type: Option<Bytes>) -> Outcome {
         self.content_type = content_type;
+        self
+    }
+
+    /// Notes now as the time of the first byte, when `timed`.
+    pub fn first_byte_now(mut self, timed: bool) -> Outcome {
+        if timed {
+            self.first_byte = Some(Stamp::now());
+        }
         self
     }
 

@@ -5,6 +5,7 @@
 //! same origin client as every request, so interim responses, errors and the reuse of the
 //! origin connection are handled as they are in the foreground.
 
+use sepia_observe::metrics::{self, Revalidation};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -65,8 +66,12 @@ pub(super) fn start<R: RequestView>(
     };
     tokio::spawn(async move {
         // Dropping `writer` on any early return aborts the refresh; the stale copy stays.
-        if let Err(why) = job.revalidate(writer).await {
-            tracing::debug!("background revalidation gave up: {why}");
+        match job.revalidate(writer).await {
+            Ok(how) => metrics::revalidation(how),
+            Err(why) => {
+                metrics::revalidation(Revalidation::Failed);
+                tracing::debug!("background revalidation gave up: {why}");
+            }
         }
     });
 }
@@ -118,7 +123,7 @@ impl Job {
         ))))
     }
 
-    async fn revalidate(self, writer: FillWriter<Meta>) -> Result<(), &'static str> {
+    async fn revalidate(self, writer: FillWriter<Meta>) -> Result<Revalidation, &'static str> {
         let state = &self.state;
         let cache = state.cache.as_ref().ok_or("caching is off")?;
         let ups = &state.upstreams;
@@ -138,12 +143,12 @@ impl Job {
                 republish(writer, obj, head, fresh)?;
                 // A 304 has no body: the connection goes back to the pool.
                 fetched.release();
-                return Ok(());
+                return Ok(Revalidation::NotModified);
             }
             Verdict::OtherVariant => {
                 writer.release();
                 fetched.release();
-                return Ok(());
+                return Ok(Revalidation::Modified);
             }
             Verdict::Replace(meta) => *meta,
         };
@@ -152,7 +157,7 @@ impl Job {
         if !storable || !meta.is_worth_storing() || !fetched.end_is_certain() {
             writer.release();
             fetched.release();
-            return Ok(());
+            return Ok(Revalidation::Modified);
         }
         let publishing = Publishing {
             meta,
@@ -172,7 +177,7 @@ impl Job {
         fetched.release();
         body.finish()
             .map_err(|_| "the new body did not match its length")?;
-        Ok(())
+        Ok(Revalidation::Modified)
     }
 }
 

@@ -81,6 +81,9 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         selecting(x.cx.req, |select| cache.store.lookup(q.key, select))
     };
     match found {
+        Lookup::Hit(obj) if cache.bans.condemns(q.key, &obj) => {
+            Box::pin(condemned(x, cache, q)).await
+        }
         Lookup::Hit(obj) => {
             // Read from disk by this lookup, or a large body the disk tier serves from its
             // segment file: a hit from disk.
@@ -99,6 +102,23 @@ async fn lookup<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<
         }
         Lookup::Miss(writer) => miss(x, cache, q, writer).await,
         Lookup::Pending(reader) => Box::pin(pending(x, cache, q, reader)).await,
+    }
+}
+
+/// A stored copy was purged by a prefix or tag ban issued since it was stored: it goes, and
+/// the response is fetched (and stored) anew through the lookup after the purge. Only once:
+/// should the store still find a copy, the origin answers this request.
+async fn condemned<C: Responder>(x: &mut Exchange<'_, C>, cache: &Cache, q: &Query<'_>) -> Outcome {
+    cache.purge(q.key);
+    if q.rcc.only_if_cached() {
+        return gateway_timeout();
+    }
+    if q.partial {
+        return Box::pin(pass::pass(x, q.dest, Forward::UriMiss)).await;
+    }
+    match selecting(x.cx.req, |select| cache.store.lookup(q.key, select)) {
+        Lookup::Miss(writer) => miss(x, cache, q, writer).await,
+        _ => Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
     }
 }
 
@@ -135,7 +155,11 @@ async fn pending<C: Responder>(
         return fill::collapse(x, q.dest, head, reader).await;
     }
     let obj = match tokio::time::timeout(wait, reader.into_object()).await {
-        Ok(Ok(obj)) => obj,
+        Ok(Ok(obj)) if !cache.bans.condemns(q.key, &obj) => obj,
+        Ok(Ok(_)) => {
+            cache.purge(q.key);
+            return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await;
+        }
         _ => return Box::pin(pass::pass(x, q.dest, Forward::Miss)).await,
     };
     // The disk holds one variant per read (the newest); another request's Vary may not

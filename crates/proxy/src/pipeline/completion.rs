@@ -58,6 +58,9 @@ pub(super) fn completable(
     }
     let lookup = |key: &[u8]| selecting(req, |select| cache.store.lookup_no_fill(key, select));
     let obj = with_piece_key(q.key, lookup)?;
+    if cache.bans.condemns(q.key, &obj) {
+        return None;
+    }
     let entry = obj.meta();
     let piece = entry.piece?;
     let (first, last) = piece.missing()?;

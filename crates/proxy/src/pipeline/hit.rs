@@ -131,6 +131,7 @@ pub(super) async fn serve_fill<C: Responder>(
     if x.client.start_fill(obj, length, &answer).await.is_err() {
         return outcome.closing();
     }
+    let outcome = outcome.first_byte_now(x.cx.state.metrics);
     let wait = x.cx.state.config.timeouts.origin_first_byte;
     loop {
         match tokio::time::timeout(wait, reader.next_chunk()).await {

@@ -5,11 +5,12 @@ use std::time::SystemTime;
 
 use bytes::Bytes;
 use sepia_config::Mode;
+use sepia_observe::metrics::{self, MethodClass, Protocol, Stamp};
 use sepia_observe::AccessRecord;
 use tokio::time::Instant;
 
 use super::context::ConnInfo;
-use crate::model::{FieldView, HeaderId, Outcome, RequestView, Scheme};
+use crate::model::{FieldView, HeaderId, Method, Outcome, RequestView, Scheme};
 use crate::state::State;
 
 /// When a request began, on both clocks: the wall clock for the log's timestamp, the
@@ -27,6 +28,49 @@ impl Timing {
             clock: Instant::now(),
         }
     }
+}
+
+/// Counts the request in its worker's metrics (`sepia_observe::metrics`): by listener,
+/// protocol, method class and result, its bytes, its latency and time to first byte; and
+/// every few requests a sample of its URL and client for the dashboard's top lists.
+/// The method's class from its parsed form (the bytes only for the rare others, e.g. PURGE).
+fn method_class(req: &impl RequestView) -> MethodClass {
+    match req.method() {
+        Method::Get => MethodClass::Get,
+        Method::Head => MethodClass::Head,
+        Method::Post => MethodClass::Post,
+        Method::Put => MethodClass::Put,
+        Method::Delete => MethodClass::Delete,
+        Method::Connect => MethodClass::Connect,
+        _ => MethodClass::of(req.method_raw()),
+    }
+}
+
+pub(super) fn count(conn: &ConnInfo, req: &impl RequestView, started: Stamp, o: &Outcome) {
+    let now = Stamp::now();
+    let protocol = match req.version().numbers().0 {
+        2 => Protocol::H2,
+        _ => Protocol::Http1,
+    };
+    let request = metrics::Request {
+        listener: conn.listener,
+        protocol,
+        method: method_class(req),
+        result: o.result,
+        bytes: o.bytes_sent,
+        elapsed_micros: Some(now.micros_since(started)),
+        first_byte_micros: o.first_byte.map(|t| t.micros_since(started)),
+    };
+    metrics::record(&request, |keep| {
+        let target = req.target();
+        let client = conn.client.peer.ip();
+        if target.first() == Some(&b'/') {
+            let host = req.host().unwrap_or_default();
+            keep(&[conn.scheme.as_bytes(), b"://", host, target], client);
+        } else {
+            keep(&[target], client);
+        }
+    });
 }
 
 pub(super) fn record(

@@ -31,6 +31,7 @@ mod unsafe_method;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use sepia_observe::metrics::Stamp;
 
 pub use context::{Buffers, ConnInfo};
 
@@ -53,6 +54,7 @@ pub async fn serve<C: Responder>(
     // The request's time starts when its head is complete (Squid's %tr), not while idle.
     // Read only for the access log: two clock reads are a visible share of a hit.
     let timing = state.log.is_enabled().then(Timing::now);
+    let started = state.metrics.then(Stamp::now);
     let Buffers {
         key,
         cache_status,
@@ -73,6 +75,9 @@ pub async fn serve<C: Responder>(
     if let Some(timing) = timing {
         log::record(state, conn, req, x.user.as_deref(), timing, &outcome);
     }
+    if let Some(started) = started {
+        log::count(conn, req, started, &outcome);
+    }
     // The origin's response head holds a slice of the origin read buffer: dropped now, the
     // next exchange's read reuses the buffer instead of allocating another.
     buffers.origin.forget_response();
@@ -89,10 +94,14 @@ pub async fn refuse<C: Responder>(
     outcome: Outcome,
 ) -> Outcome {
     let timing = state.log.is_enabled().then(Timing::now);
+    let started = state.metrics.then(Stamp::now);
     let outcome = send_local(client, outcome).await;
     let outcome = outcome.with_bytes_sent(client.bytes_sent());
     if let Some(timing) = timing {
         log::record(state, conn, req, None, timing, &outcome);
+    }
+    if let Some(started) = started {
+        log::count(conn, req, started, &outcome);
     }
     outcome
 }

@@ -109,6 +109,7 @@ pub(super) async fn relay<C: Responder>(
         .with_content_type(state.for_log(|| head.fields().shared(HeaderId::ContentType)));
     let started = client.start_relayed(head, fetched.body_length(), cache_status);
     let mut client_there = started.await.is_ok();
+    let outcome = outcome.first_byte_now(state.metrics);
     let mut body_complete = false;
     while client_there || tee.is_some() {
         match fetched.next_body().await {

@@ -36,6 +36,8 @@ pub(super) async fn answer_range<C: Responder>(
         true => selecting(x.cx.req, |select| cache.store.lookup_no_fill(&key, select)),
         false => None,
     };
+    // A piece purged by a prefix or tag ban since it was stored is not one.
+    let stored = stored.filter(|obj| !cache.bans.condemns(q.key, obj));
     if let Some(obj) = &stored {
         if let Some(status) = answerable(x.cx.req, q, obj) {
             return hit::serve(x, obj, Served::hit(q.now, status)).await;

@@ -3,6 +3,7 @@
 //! (§4.3.4), a stale copy on an error where allowed (RFC 5861 §4), or store and relay the new
 //! response.
 
+use sepia_observe::metrics::{self, Revalidation};
 use std::sync::Arc;
 
 use sepia_cache_policy::{
@@ -37,6 +38,7 @@ pub(super) async fn revalidate<C: Responder>(
     let fetched = match fetched {
         Ok(f) => f,
         Err(e) => {
+            metrics::revalidation(Revalidation::Failed);
             if e.is_origin_failure() && usable_on_error(&entry.meta, &q.rcc, unix_now(), q.policy) {
                 writer.release();
                 let status = CacheStatus::forward(fwd).with_detail("origin-unreachable");
@@ -50,6 +52,7 @@ pub(super) async fn revalidate<C: Responder>(
     let status = reply.status();
     let origin = Some(fetched.origin_ip());
     if status == 304 && select_for_update(&[&entry.meta], &reply.fields()) == [0] {
+        metrics::revalidation(Revalidation::NotModified);
         let now = unix_now();
         let via = cx.state.via();
         let fresh = freshen(q, obj, writer, reply, (request_time, now), via);
@@ -67,16 +70,19 @@ pub(super) async fn revalidate<C: Responder>(
         // A 304 that selects no stored response (RFC 9111 §4.3.4) must not update it, and the
         // client, which may not have sent a conditional, must not receive it either.
         writer.abort();
+        metrics::revalidation(Revalidation::Failed);
         let refused = Outcome::local(502, UNSELECTED_304).logged_as(ResultCode::TcpMiss);
         return refused.closing();
     }
     if is_error_status(status) && usable_on_error(&entry.meta, &q.rcc, unix_now(), q.policy) {
         writer.release();
+        metrics::revalidation(Revalidation::Failed);
         // Its body is not wanted: unless it was empty, the connection is not reused.
         fetched.release();
         let status = CacheStatus::forward(fwd).with_fwd_status(status);
         return hit::serve(x, &obj, stale_served(status, origin)).await;
     }
+    metrics::revalidation(Revalidation::Modified);
     let storing = Storing {
         result: if fwd == Forward::Request {
             ResultCode::TcpClientRefreshMiss

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 
 use self::parked::{spawn_session, spawn_tls_session, Accepted};
 use self::tracker::Tracker;
+use crate::admin::Admin;
 use crate::state::State;
 use crate::transport::intercept;
 use crate::transport::tls::TlsListener;
@@ -37,6 +38,8 @@ const BACKLOG: i32 = 4096;
 pub struct Server {
     state: Arc<State>,
     listeners: Vec<Bound>,
+    /// The admin listener, when `[admin]` is configured, and the connection count it reports.
+    admin: Option<(Arc<Admin>, Arc<Tracker>)>,
 }
 
 /// A listening socket and how its connections are served.
@@ -70,9 +73,20 @@ impl Server {
                 tls: tls.map(Arc::new),
             });
         }
+        let admin = match &config.admin {
+            None => None,
+            Some(a) => {
+                let tracker = Arc::new(Tracker::new(Arc::default()));
+                let counted = tracker.clone();
+                let open = Box::new(move || counted.count.load(Ordering::Relaxed) as u64);
+                let names = config.listeners.iter().map(|l| l.address.to_string());
+                Some((Arc::new(Admin::bind(a, names.collect(), open)?), tracker))
+            }
+        };
         Ok(Server {
             state: Arc::new(State::new(config, log)?),
             listeners,
+            admin,
         })
     }
 
@@ -98,9 +112,18 @@ impl Server {
             .collect()
     }
 
+    /// The admin listener's bound address, when there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|(a, _)| a.local_addr().ok())
+    }
+
     /// Serves until `shutdown` completes, then drains.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let tracker = Arc::new(Tracker::new(Arc::default()));
+        let (admin, tracker) = match self.admin {
+            Some((admin, tracker)) => (Some(admin), tracker),
+            None => (None, Arc::new(Tracker::new(Arc::default()))),
+        };
+        let admin = admin.map(|a| tokio::spawn(a.run(self.state.clone())));
         let mut watchers = Vec::new();
         for bound in self.listeners {
             if let (Some(tls), Ok(addr)) = (&bound.tls, bound.listener.local_addr()) {
@@ -112,6 +135,7 @@ impl Server {
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
         tracker.shutdown.begin();
         watchers.iter().for_each(tokio::task::JoinHandle::abort);
+        admin.iter().for_each(tokio::task::JoinHandle::abort);
         let grace = self.state.config.server.shutdown_grace;
         if tokio::time::timeout(grace, tracker.all_done())
             .await

@@ -29,13 +29,21 @@ pub struct State {
     pub tz: sepia_access::TimeZone,
     /// Proxy authentication (`[auth]`), consulted when a rule reaches a `proxy_auth` ACL.
     pub auth: Option<sepia_auth::Authenticator>,
+    /// Requests are counted and timed for the admin listener (`[admin]` is configured).
+    pub metrics: bool,
 }
 
 impl State {
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
     pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<State> {
         let via = Bytes::from(format!("1.1 {}", config.headers.via_pseudonym));
-        let cache = Cache::from_config(&config.cache, &config.listeners).map_err(|e| {
+        let tag_fields = config.admin.as_ref().map(|a| a.tag_fields.clone());
+        let cache = Cache::from_config(
+            &config.cache,
+            &config.listeners,
+            tag_fields.unwrap_or_default(),
+        );
+        let cache = cache.map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("cache configuration: {e}"),
@@ -53,6 +61,7 @@ impl State {
             upstreams: Upstreams::new(config.clone(), via)?,
             log,
             tz: sepia_access::TimeZone::system(),
+            metrics: config.admin.is_some(),
             config,
         })
     }

@@ -11,6 +11,7 @@
 //! that address too: the origin sees it as the client's own connection, so only requests of
 //! the same client may ever travel on it.
 
+use sepia_observe::metrics::{self, OriginEvent};
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -184,13 +185,17 @@ impl Pool {
             };
             match connected {
                 Ok(conn) => {
+                    metrics::origin(OriginEvent::Opened);
                     return Ok(OriginConn {
                         conn,
                         key: OriginKey::new(addr, source, tls),
                         reused: false,
-                    })
+                    });
                 }
-                Err(e) => last = e,
+                Err(e) => {
+                    metrics::origin(OriginEvent::Failed);
+                    last = e;
+                }
             }
         }
         Err(last)
@@ -206,6 +211,7 @@ impl Pool {
     ) -> io::Result<OriginConn> {
         for &addr in addrs {
             if let Some(conn) = self.checkout(&OriginKey::new(addr, source, tls)) {
+                metrics::origin(OriginEvent::Reused);
                 return Ok(conn);
             }
         }
