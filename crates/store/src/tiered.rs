@@ -398,9 +398,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // A small record in the page cache is read here: a hand-off to a read thread and the
         // wake-up back cost more than the read (bench/RESULTS.md, 2026-11-26).
         let cached = self.cached_reads.then(|| disk.read_all_cached(primary));
-        if let Some(records) = cached.flatten() {
-            return self.serve_cached(records, writer, select);
-        }
+        let writer = match cached.flatten() {
+            Some(records) => match self.serve_cached(records, writer, select) {
+                Ok(found) => return found,
+                Err(writer) => writer,
+            },
+            None => writer,
+        };
         if !self.disks.pool.has_room() {
             return Lookup::Miss(writer);
         }
@@ -425,22 +429,24 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
 
     /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
     /// usable one, if the selector takes it, becomes a hit (and is kept in memory by the
-    /// usual admission, through `writer`); no usable record is a miss.
+    /// usual admission, through `writer`); no usable record is a miss. `Err(writer)`: a body
+    /// to be served from its segment file, left to the read threads.
     fn serve_cached(
         &self,
         records: Vec<DiskRecord>,
         writer: FillWriter<M>,
         select: &dyn Fn(&Object<M>) -> bool,
-    ) -> Lookup<M> {
+    ) -> Result<Lookup<M>, FillWriter<M>> {
         let usable = records
             .into_iter()
             .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
             .max_by_key(|(_, r)| r.seq);
         let Some((meta, rec)) = usable else {
-            return Lookup::Miss(writer);
+            return Ok(Lookup::Miss(writer));
         };
-        // Read whole already (up to `CACHED_READ_MAX`): served from memory like any
-        // object of its size, even one that the read threads would send from its segment.
+        if rec.body_len >= self.segment_body_min {
+            return Err(writer);
+        }
         let object = Object::new(
             rec.head.clone(),
             Body::Chunks(rec.body.clone().into()),
@@ -449,10 +455,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             rec.secondary.clone(),
         );
         if !select(&object) {
-            return Lookup::Miss(writer);
+            return Ok(Lookup::Miss(writer));
         }
         play_into(writer, rec, meta);
-        Lookup::Hit(Arc::new(object.just_read_from_disk()))
+        Ok(Lookup::Hit(Arc::new(object.just_read_from_disk())))
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no

@@ -601,10 +601,9 @@ enum Enqueue {
     Failed,
 }
 
-/// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): up to
-/// this size a read from the page cache and its checksum cost less than a hand-off to a read
-/// thread and the wake-up back (64 KiB bodies: 2.2× a memory hit through the read threads).
-pub(crate) const CACHED_READ_MAX: u64 = 256 * 1024;
+/// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one
+/// read of this size from the page cache costs about what a hand-off to a read thread does.
+pub(crate) const CACHED_READ_MAX: u64 = 64 * 1024;
 
 pub(crate) enum ReadError {
     Corrupt,
