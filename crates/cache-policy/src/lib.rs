@@ -70,7 +70,6 @@ pub use freshness::{explicit_lifetime, freshness_lifetime, heuristic_allowed, Fr
 pub use invalidation::{invalidations, is_safe_method, Invalidations};
 pub use key::{key_origin, primary_key};
 pub use partial::{is_strong_validator, same_strong_validator, Piece};
-pub use persist::ENCODED_LEN as STORED_META_ENCODED_LEN;
 pub use range::{
     parse_content_range, parse_range, parse_range_value, range_for_stored, resolve_range,
     write_content_range, ByteRange, ContentRange, RangeOutcome, RangeRequest,

@@ -21,8 +21,9 @@ use sepia_http1::HeaderId;
 /// Format of the encoding; a different byte is not read (the object is a miss).
 const VERSION: u8 = 1;
 
-/// Bytes [`StoredMeta::encode`] writes.
-pub const ENCODED_LEN: usize = 1 + 8 + 8 + 2 + 2 + 4 * 5 + 1 + 9 + 8 + 1 + 8;
+/// Bytes [`StoredMeta::encode`] writes (the tests check every encoding has this length).
+#[cfg(test)]
+pub(crate) const ENCODED_LEN: usize = 1 + 8 + 8 + 2 + 2 + 4 * 5 + 1 + 9 + 8 + 1 + 8;
 
 impl StoredMeta {
     /// Appends the metadata that cannot be read again from the stored head (see the module).

@@ -310,14 +310,36 @@ impl DiskEngine {
     /// A body of at least `segment_from` bytes that is not within the first read is left in
     /// the file (`DiskRecord::in_file`): the caller reads and verifies it chunk by chunk.
     pub(crate) fn read_all(&self, primary: &[u8], segment_from: u64) -> Vec<DiskRecord> {
+        self.read_records(primary, segment_from, false)
+            .unwrap_or_default()
+    }
+
+    /// [`DiskEngine::read_all`] on the caller's thread for records of at most
+    /// [`CACHED_READ_MAX`] bytes that are all in the page cache; `None` (nothing read that
+    /// matters) when one is larger or would wait for the device: then use the read threads.
+    pub(crate) fn read_all_cached(&self, primary: &[u8]) -> Option<Vec<DiskRecord>> {
+        self.read_records(primary, u64::MAX, true)
+    }
+
+    /// The records of `primary`; `None` only with `cached_only`, when one would block.
+    fn read_records(
+        &self,
+        primary: &[u8],
+        segment_from: u64,
+        cached_only: bool,
+    ) -> Option<Vec<DiskRecord>> {
         let hash = self.hash(primary);
         let mut out = Vec::new();
         if self.shared.failed() {
-            return out;
+            return Some(out);
         }
         for loc in self.shared.index.candidates(hash) {
+            let read = self.read_one(&loc, primary, hash, segment_from, cached_only);
+            if matches!(read, Err(ReadError::WouldBlock)) {
+                return None;
+            }
             self.shared.counters.reads.fetch_add(1, Relaxed);
-            match self.read_one(&loc, primary, hash, segment_from, false) {
+            match read {
                 Ok(Some(rec)) => {
                     self.shared.counters.hits.fetch_add(1, Relaxed);
                     if !loc.hit {
@@ -327,40 +349,6 @@ impl DiskEngine {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    if self.read_failed(hash, loc.seg, loc.offset, e) {
-                        return Vec::new();
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    /// [`DiskEngine::read_all`] on the caller's thread for records of at most
-    /// [`CACHED_READ_MAX`] bytes that are all in the page cache; `None` (nothing read that
-    /// matters) when one is larger or would wait for the device: then use the read threads.
-    pub(crate) fn read_all_cached(&self, primary: &[u8]) -> Option<Vec<DiskRecord>> {
-        let hash = self.hash(primary);
-        let mut out = Vec::new();
-        if self.shared.failed() {
-            return Some(out);
-        }
-        for loc in self.shared.index.candidates(hash) {
-            match self.read_one(&loc, primary, hash, u64::MAX, true) {
-                Ok(Some(rec)) => {
-                    self.shared.counters.reads.fetch_add(1, Relaxed);
-                    self.shared.counters.hits.fetch_add(1, Relaxed);
-                    if !loc.hit {
-                        self.shared.index.mark_hit(hash, loc.seg, loc.offset);
-                    }
-                    out.push(rec);
-                }
-                Ok(None) => {
-                    self.shared.counters.reads.fetch_add(1, Relaxed);
-                }
-                Err(ReadError::WouldBlock) => return None,
-                Err(e) => {
-                    self.shared.counters.reads.fetch_add(1, Relaxed);
                     if self.read_failed(hash, loc.seg, loc.offset, e) {
                         return Some(Vec::new());
                     }
