@@ -46,6 +46,9 @@ usage: bench/run.sh [options]
   --reps N             repetitions (default $REPS; --quick: 1)
   --duration S         seconds per wrk run (default $DURATION; --quick: 3)
   --idle-conns N       idle connections held in the idle case (default $IDLE_CONNS)
+  --cache-mb N         every target's cache budget in MiB (default $CACHE_MB); the steady-state
+                       cases first fill each target with 2 x N MiB of new objects, so a small
+                       budget (64) keeps them short
   --port-base P        origin port; targets use P+1.. (default $PORT_BASE)
   --sepia-bin PATH     use this sepia binary instead of building one
   --sepia-label TEXT   describe that binary in RESULTS.md (e.g. its commit)
@@ -68,6 +71,7 @@ while (($#)); do
         --reps) REPS_ARG=$2; shift ;;
         --duration) DURATION_ARG=$2; shift ;;
         --idle-conns) IDLE_CONNS=$2; shift ;;
+        --cache-mb) CACHE_MB=$2; shift ;;
         --port-base) PORT_BASE=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$(realpath "$2"); shift ;;
         --sepia-label) SEPIA_LABEL=$2; shift ;;
@@ -205,6 +209,7 @@ meta date "$(date -u '+%Y-%m-%d %H:%M UTC')"
 meta machine "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) CPUs, $(free -g | awk '/Mem:/ {print $2}') GiB RAM, Linux $(uname -r)"
 meta command "$COMMAND_LINE"
 meta reps "$REPS"
+meta cache_mb "$CACHE_MB"
 meta duration "$DURATION"
 meta idle_conns "$IDLE_CONNS"
 meta quick "$QUICK"
@@ -248,6 +253,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
     for c in "${CASES[@]}"; do
         log "rep $rep/$REPS: $c"
         for t in "${ACTIVE[@]}"; do
+            target_runs "$t" "$c" || continue
             if ! alive "${TPID[$t]:-}"; then
                 warn "$t is not running: restarting"
                 meta note "$t was found dead before $c rep $rep and restarted"
@@ -264,7 +270,8 @@ for t in sepia sepia-base; do
         meta note "$t stderr (last lines): $(tail -3 "$RUN/$t/stderr.log" | tr '\n' ' ' | cut -c1-300)"
     fi
 done
-meta note "Each target runs with one worker on CPU 1: haproxy nbthread 1; Traffic Server one ET_NET thread (exec_thread.limit 1), RAM cache 1 GiB; nginx worker_processes 1; varnish default thread pools, malloc 1 GiB, timeout_idle 300 s; squid -N (one process), cache_mem 1 GiB; Sepia workers = 1, cache memory 1 GiB, access log off."
+meta note "Each target runs with one worker on CPU 1 and a cache of $CACHE_MB MiB: haproxy nbthread 1, cache total-max-size; Traffic Server one ET_NET thread (exec_thread.limit 1), RAM cache of that size over a disk cache twice that (at least 256 MiB); nginx worker_processes 1, proxy_cache max_size; varnish default thread pools, malloc, timeout_idle 300 s; squid -N (one process), cache_mem; Sepia workers = 1, cache memory, access log off."
+[[ " ${ACTIVE[*]} " == *" ceiling "* ]] && meta note "ceiling is not a proxy: bench/tools/ceiling.c (epoll, one pre-built 1 KiB response per request head, no parsing), run on the hit-1k cases only; it is never the \"best peer\"."
 if [[ " ${ACTIVE[*]} " == *" sepia-base "* ]]; then
     meta note "A/B: sepia-base is a second Sepia build ($SEPIA_BASE_LABEL) started exactly like sepia (same config template bench/peers/sepia.toml, its own port and run directory, the same pinning and cases), interleaved with the other targets in every repetition. It is not counted as a peer: \"best peer\" excludes it."
 fi

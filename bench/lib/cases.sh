@@ -5,13 +5,45 @@
 #   miss-1k-c100      every request a URL never asked before (/u/<prefix>-<counter>)
 #   ab-4k, ab-4k-k    the references' own test: ab -c 10 -n 100000 (and -k)
 #   idle              N idle keep-alive clients on a fresh target, then wrk -c100 meanwhile
+#
+# The steady-state cases (issue 23) run on a cache already full: before the first of them, each
+# target process gets twice its cache budget (--cache-mb) in new 1 KiB objects (`ensure_full`),
+# so every insert evicts; the processes are kept across repetitions (until `idle` restarts them).
+#   miss-full-c100    every URL new, the cache full and evicting
+#   miss-vary-c100    the same with `Vary: Accept-Encoding` responses (/v/, Accept-Encoding sent)
+#   nostore-1k-c100   one URL whose responses say `no-store`: every request passes through
+#   mix50-1k-c100     every other request new, the rest over 100 hot URLs (tools/mix.lua)
 
 all_cases() {
     local size c
     for size in "${SIZES[@]}"; do
         for c in 10 100 1000; do echo "hit-$size-c$c"; done
     done
-    echo close-1k-c100 miss-1k-c100 ab-4k ab-4k-k idle | tr ' ' '\n'
+    echo close-1k-c100 miss-1k-c100 miss-full-c100 miss-vary-c100 nostore-1k-c100 mix50-1k-c100 \
+        ab-4k ab-4k-k idle | tr ' ' '\n'
+}
+
+declare -A FILLED # target -> the pid whose cache ensure_full filled
+
+# ensure_full TARGET: unless this process of TARGET was filled already, request 2 x CACHE_MB MiB
+# of new 1 KiB objects through it (body bytes alone twice the budget: every target's cache is
+# full and evicting afterwards): wrk with tools/miss.lua until the origin has seen that many
+# requests (wrk itself can only stop on time). Not recorded; its rate goes to the log.
+ensure_full() {
+    local t=$1 n=$((CACHE_MB * 2048)) t0=$SECONDS o0 fill_pid
+    [[ ${FILLED[$t]:-} == "${TPID[$t]}" ]] && return 0
+    pin_tree "${TPID[$t]}" "$TARGET_CPU"
+    o0=$(origin_count)
+    launch "$LOAD_CPU" "$RUN/out/fill.$t.${TPID[$t]}.txt" wrk -t1 -c100 -d900s \
+        "http://127.0.0.1:${TPORT[$t]}/" -s "$TOOLS/miss.lua" -- "fill-$RUN_ID-$t-${TPID[$t]}"
+    fill_pid=$LAUNCHED_PID
+    while alive "$fill_pid" && (($(origin_count) - o0 < n)) && ((SECONDS - t0 < 900)); do
+        sleep 0.5
+    done
+    stop_tree "$fill_pid"
+    FILLED[$t]=${TPID[$t]}
+    log "  $t: cache filled with $n new 1 KiB objects in $((SECONDS - t0)) s"
+    meta note "$t (pid ${TPID[$t]}): cache filled with $n new 1 KiB objects in $((SECONDS - t0)) s before the steady-state cases"
 }
 QUICK_CASES=(hit-1k-c100 hit-64k-c100 close-1k-c100 miss-1k-c100 ab-4k-k ab-4k idle)
 
@@ -73,10 +105,29 @@ run_case() {
             wrk_cmd "$c" "$base$path" -H 'Connection: close'
             measure wrk close "$case" "$t" "$rep" "${WRK[@]}"
             ;;
+        miss-full-* | miss-vary-*)
+            local c=${case##*-c} path=/u/ vary=()
+            [[ $case == miss-vary-* ]] && path=/v/ vary=(-H 'Accept-Encoding: gzip')
+            ensure_full "$t"
+            wrk_cmd "$c" "$base/" -s "$TOOLS/miss.lua" "${vary[@]}" -- "$RUN_ID-$t-$rep" "$path"
+            measure wrk miss "$case" "$t" "$rep" "${WRK[@]}"
+            ;;
         miss-*)
             local c=${case##*-c}
             wrk_cmd "$c" "$base/" -s "$TOOLS/miss.lua" -- "$RUN_ID-$t-$rep"
             measure wrk miss "$case" "$t" "$rep" "${WRK[@]}"
+            ;;
+        nostore-*)
+            local c=${case##*-c}
+            ensure_full "$t"
+            wrk_cmd "$c" "$base/ns/page"
+            measure wrk miss "$case" "$t" "$rep" "${WRK[@]}"
+            ;;
+        mix50-*)
+            local c=${case##*-c}
+            ensure_full "$t"
+            wrk_cmd "$c" "$base/" -s "$TOOLS/mix.lua" -- "$RUN_ID-$t-$rep"
+            measure wrk mix "$case" "$t" "$rep" "${WRK[@]}"
             ;;
         ab-*)
             local path keep=()

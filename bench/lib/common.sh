@@ -19,7 +19,9 @@ port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 # render TEMPLATE OUT PORT [NAME]: fill the placeholders of a config template.
 render() {
     sed -e "s#@RUN@#$RUN#g" -e "s#@PORT@#$3#g" -e "s#@ORIGIN@#$ORIGIN_PORT#g" \
-        -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@NAME@#${4:-}#g" "$1" > "$2"
+        -e "s#@ORIGIN_PORT@#$ORIGIN_PORT#g" -e "s#@NAME@#${4:-}#g" \
+        -e "s#@CACHE_MB@#${CACHE_MB:-1024}#g" -e "s#@CACHE_BYTES@#$((${CACHE_MB:-1024} << 20))#g" \
+        -e "s#@ATS_DISK_MB@#$(((${CACHE_MB:-1024} * 2) < 256 ? 256 : ${CACHE_MB:-1024} * 2))#g" "$1" > "$2"
 }
 
 # launch CPU LOG CMD...: start CMD in the background pinned to CPU; sets LAUNCHED_PID.

@@ -5,8 +5,13 @@
 # sepia-base is a second Sepia build (SEPIA_BASE_BIN, run.sh --sepia-base) for A/B runs: started
 # exactly like sepia (same config template, its own port and run directory); run.sh adds it to
 # ALL_TARGETS, right after sepia, only when a binary is given.
+#
+# ceiling is not a proxy: tools/ceiling.c, a few dozen lines of epoll answering every request
+# head with one pre-built 1 KiB response, the floor under any server's cost per keep-alive hit
+# on this kernel. It runs the hit-1k cases only (`target_runs`) and is never a "best peer".
 
-ALL_TARGETS=(sepia haproxy ats nginx varnish squid)
+ALL_TARGETS=(sepia haproxy ats nginx varnish squid ceiling)
+CACHE_MB=${CACHE_MB:-1024}
 SEPIA_BASE_BIN=${SEPIA_BASE_BIN:-}
 declare -A TPID TPORT
 SIZES=(160 1k 4k 64k 1m)
@@ -14,7 +19,7 @@ declare -A SIZE_BYTES=([160]=160 [1k]=1024 [4k]=4096 [64k]=65536 [1m]=1048576)
 
 # Ports in a fixed order, whatever ALL_TARGETS holds: sepia-base comes after every other
 # target, so an A/B run moves no one else's port.
-PORT_ORDER=(sepia haproxy ats nginx varnish squid sepia-base)
+PORT_ORDER=(sepia haproxy ats nginx varnish squid sepia-base ceiling)
 
 assign_ports() {
     local i=1 t
@@ -39,6 +44,7 @@ target_version() {
         nginx) nginx -v 2>&1 | sed 's/.*: //' ;;
         varnish) varnishd -V 2>&1 | head -1 | sed 's/^varnishd (\(.*\) revision.*/\1/' ;;
         squid) squid -v 2> /dev/null | head -1 ;;
+        ceiling) echo "bench/tools/ceiling.c, $(cc --version | head -1)" ;;
     esac
 }
 
@@ -107,7 +113,7 @@ start_varnish() {
     render "$BENCH_DIR/peers/varnish.vcl" "$dir/varnish.vcl" "${TPORT[varnish]}"
     chmod -R a+rX "$dir"
     local args=(-F -n "$work" -a "127.0.0.1:${TPORT[varnish]}" -f "$dir/varnish.vcl"
-        -s malloc,1G -T none -p timeout_idle=300)
+        -s "malloc,${CACHE_MB}M" -T none -p timeout_idle=300)
     START_CMD="varnishd ${args[*]}"
     launch "$TARGET_CPU" "$dir/stderr.log" varnishd "${args[@]}"
 }
@@ -137,6 +143,22 @@ start_ats() {
     chown -R trafficserver:trafficserver "$dir"
     START_CMD="traffic_server --run-root=$dir/runroot.yaml"
     launch "$TARGET_CPU" "$dir/stderr.log" traffic_server --run-root="$dir/runroot.yaml"
+}
+
+# ceiling: built from source at each start (cc -O2), one thread on CPU 1 like every target.
+start_ceiling() {
+    local dir="$RUN/ceiling"
+    mkdir -p "$dir"
+    cc -O2 -o "$dir/ceiling" "$TOOLS/ceiling.c" 2> "$dir/build.log" \
+        || { FAIL_REASON="cc failed: $(tail -c 300 "$dir/build.log")"; return 1; }
+    START_CMD="$dir/ceiling ${TPORT[ceiling]}"
+    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/ceiling" "${TPORT[ceiling]}"
+}
+
+# target_runs TARGET CASE: whether TARGET takes part in CASE (the ceiling server answers one
+# 1 KiB response to everything, so it runs only the 1 KiB keep-alive hit cases).
+target_runs() {
+    [[ $1 != ceiling || $2 == hit-1k-* ]]
 }
 
 # start_target NAME: start, wait until it serves the 1 KiB object, pin every thread to CPU 1.

@@ -66,6 +66,8 @@ def verdict(kind, rec):
         return "origin count unknown"
     if kind == "miss":
         return "miss" if origin >= 0.99 * reqs else "NOT ALL MISSES"
+    if kind == "mix":
+        return "mix" if 0.4 * reqs <= origin <= 0.6 * reqs else "NOT HALF HITS"
     return "hit" if origin == 0 else "NOT A HIT"
 
 
@@ -75,7 +77,7 @@ def main():
     ap.add_argument("--output", required=True, help="the load generator's stdout")
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--case", required=True)
-    ap.add_argument("--kind", choices=("hit", "miss", "close", "ab", "idle"), required=True)
+    ap.add_argument("--kind", choices=("hit", "miss", "mix", "close", "ab", "idle"), required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--rep", type=int, required=True)
     ap.add_argument("--cpu0", type=float, required=True)

@@ -21,8 +21,10 @@ import sys
 COUNT_BEGIN = "<!-- count.sh:begin -->"
 COUNT_END = "<!-- count.sh:end -->"
 SIZES = {"160": "160 B", "1k": "1 KiB", "4k": "4 KiB", "64k": "64 KiB", "1m": "1 MiB"}
-GOOD = {"hit", "miss"}
+GOOD = {"hit", "miss", "mix"}
 BASE = "sepia-base"
+# Not a proxy (tools/ceiling.c): the floor under a keep-alive hit, never a "best peer".
+CEILING = "ceiling"
 
 
 def read_meta(path):
@@ -44,6 +46,16 @@ def case_title(case, meta):
         return f"Keep-alive hit, {SIZES[parts[1]]}, c={parts[2][1:]}"
     if parts[0] == "close":
         return f"`Connection: close` hit (new connection per request), {SIZES[parts[1]]}, c={parts[2][1:]}"
+    if case.startswith("miss-full-"):
+        return (f"Miss at steady state: every URL new, the cache full and evicting "
+                f"(--cache-mb {one(meta, 'cache_mb', '1024')}), 1 KiB, c={parts[2][1:]}")
+    if case.startswith("miss-vary-"):
+        return (f"Miss at steady state with `Vary: Accept-Encoding` responses, the cache full, "
+                f"1 KiB, c={parts[2][1:]}")
+    if parts[0] == "nostore":
+        return f"Pass-through: one URL answered `no-store`, the cache full, 1 KiB, c={parts[2][1:]}"
+    if parts[0] == "mix50":
+        return f"50 % hits (100 hot URLs) and 50 % new URLs, the cache full, 1 KiB, c={parts[2][1:]}"
     if parts[0] == "miss":
         return f"Miss, every URL new (`/u/<counter>`), {SIZES[parts[1]]}, c={parts[2][1:]}"
     if parts[0] == "ab":
@@ -184,6 +196,9 @@ def case_table(case, by_target, targets, peers, meta):
             row += f" {fmt_bytes(s['rss_per_conn'])} | {fmt_num(s['held'])}/{fmt_num(s['opened'])} |"
         lines.append(row)
     line = comparison(stats, peers, idle)
+    if "sepia" in stats and CEILING in stats and stats[CEILING]["valid"]:
+        line += (f"Sepia ÷ the ceiling server (tools/ceiling.c), CPU-µs/req: "
+                 f"**{ratio(stats['sepia']['cpu'], stats[CEILING]['cpu'])}**\n")
     if "sepia" in stats and BASE in stats:
         line += (("\n" if line else "") + "A/B, sepia ÷ sepia-base CPU-µs/req (median of the "
                  "repetitions' ratios, then each repetition's; lower is better): "
@@ -263,7 +278,7 @@ def main():
             records = [json.loads(line) for line in f if line.strip()]
     cases = meta.get("case", [])
     targets = [t for t in meta.get("target", []) if any(r["target"] == t for r in records)]
-    peers = [t for t in targets if t not in ("sepia", BASE)]
+    peers = [t for t in targets if t not in ("sepia", BASE, CEILING)]
     grouped = {}
     for r in records:
         grouped.setdefault(r["case"], {}).setdefault(r["target"], []).append(r)
