@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use sepia_e2e::fixtures::reverse_with;
-use sepia_e2e::{curl, free_addr, pattern, reverse_config, RawClient, Sepia};
+use sepia_e2e::{curl, free_addr, pattern, reverse_config, Origin, RawClient, Sepia};
 
 #[test]
 fn dead_origin_gives_502_with_a_small_body() {
@@ -71,12 +71,18 @@ fn client_sending_half_a_head_gets_408() {
     assert_eq!(origin.heads_seen(), 0);
 }
 
-#[test]
-fn idle_client_connection_is_closed_after_client_idle() {
-    let (_origin, sepia) = reverse_with("[timeouts]\nclient_idle = \"1s\"\n");
+/// A reverse Sepia with `extra_toml` and a keep-alive client that had one response from it.
+fn served_once(extra_toml: &str) -> (Origin, Sepia, RawClient) {
+    let (origin, sepia) = reverse_with(extra_toml);
     let mut client = RawClient::connect(sepia.addr());
     client.send(b"GET /bytes/10 HTTP/1.1\r\nHost: app\r\n\r\n");
     assert_eq!(client.read_response().body, pattern(10));
+    (origin, sepia, client)
+}
+
+#[test]
+fn idle_client_connection_is_closed_after_client_idle() {
+    let (_origin, _sepia, mut client) = served_once("[timeouts]\nclient_idle = \"1s\"\n");
     let idle_from = Instant::now();
     assert!(
         client.wait_closed(Duration::from_secs(5)),
@@ -104,6 +110,43 @@ fn a_connection_idle_long_enough_to_be_parked_is_served_again() {
     client.send(b"GET /bytes/20 HTTP/1.1\r\nHost: app\r\n\r\n");
     assert_eq!(client.read_response().body, pattern(20));
     assert_eq!(origin.request_count(), 6);
+}
+
+#[test]
+fn a_parked_connection_closes_at_client_idle_not_before() {
+    // Past IDLE_RELEASE (1 s) the connection is parked, and its deadline is a second of the
+    // server's idle clock: closed no earlier than client_idle, at most about a second later.
+    let (_origin, _sepia, mut client) = served_once("[timeouts]\nclient_idle = \"3s\"\n");
+    let idle_from = Instant::now();
+    assert!(
+        client.wait_closed(Duration::from_secs(10)),
+        "parked connection kept past 10s"
+    );
+    let idle = idle_from.elapsed();
+    assert!(
+        idle >= Duration::from_millis(2_900),
+        "closed after {idle:?}"
+    );
+    assert!(
+        idle <= Duration::from_millis(5_500),
+        "closed after {idle:?}"
+    );
+}
+
+#[test]
+fn sigterm_closes_a_parked_connection_at_once() {
+    let (_origin, mut sepia, mut client) = served_once("[timeouts]\nclient_idle = \"60s\"\n");
+    // Parked after one to two seconds without a request.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let started = Instant::now();
+    sepia.send_signal("TERM");
+    assert!(client.wait_closed(Duration::from_secs(5)), "still open");
+    assert!(
+        started.elapsed() < Duration::from_millis(700),
+        "closed {:?} after SIGTERM",
+        started.elapsed()
+    );
+    assert!(sepia.terminate(Duration::from_secs(5)).is_some());
 }
 
 #[test]

@@ -77,8 +77,9 @@ fn main() {
     let _ = child.kill();
     let _ = child.wait();
     println!("{kind}: {}", report.trim());
-    let live =
-        held.bytes_allocated as f64 - held.bytes_deallocated as f64 + held.bytes_reallocated as f64;
+    // stats_alloc already adds a realloc's growth to bytes_allocated (and its shrinking to
+    // bytes_deallocated); bytes_reallocated is the same amount again.
+    let live = held.bytes_allocated as f64 - held.bytes_deallocated as f64;
     let blocks = held.allocations as f64 - held.deallocations as f64;
     println!(
         "  heap held per idle connection: {:.0} B in {:.1} allocations",

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::destination::Destination;
 use crate::model::{split_authority, AbsoluteTarget, Outcome, RequestView, Scheme};
 use crate::state::State;
-use crate::transport::intercept::{Divert, Diverted};
+use crate::transport::intercept::{Divert, Diverted, Interception};
 use crate::upstream::{Origins, Upstream};
 
 /// An intercepted request once its Host has been verified against the original destination:
@@ -33,8 +33,12 @@ impl Intercepted {
         listener_scheme: Scheme,
     ) -> Result<Intercepted, Outcome> {
         let diverted = match divert {
-            Divert::To(d) => **d,
-            Divert::Refused(why) => return Err(Outcome::local(403, why.detail()).closing()),
+            Divert::Intercepted(i) => match **i {
+                Interception::To(d) => d,
+                Interception::Refused(why) => {
+                    return Err(Outcome::local(403, why.detail()).closing())
+                }
+            },
             Divert::NotDiverted => {
                 return Err(Outcome::local(500, "not an intercepted connection").closing())
             }

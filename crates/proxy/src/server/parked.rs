@@ -31,6 +31,10 @@ pub(super) struct Accepted {
     pub listener: u16,
     pub divert: Divert,
     pub guard: Guard,
+    /// While parked: the `IdleClock` second at which the connection closes. Kept here, in
+    /// bytes this struct pads anyway, rather than in `Parked`: one more field there made its
+    /// task a 384-byte allocation instead of 256 (tokio rounds tasks to 128 bytes).
+    pub parked_until: u32,
 }
 
 /// Runs a client session; if it goes idle, parks the connection in a separate small task so
@@ -93,32 +97,32 @@ pin_project_lite::pin_project! {
     ///
     /// This is what every idle client costs, so it is a hand-written future rather than an
     /// `async fn` with `select!`: readiness uses the socket's own waker slot
-    /// (`poll_read_ready`, no waiter node as `readable()` adds), the shutdown signal is an owned
-    /// `Notify` waiter (no borrow to keep alive), and nothing is stored twice. 10,000 parked
-    /// connections measured in bench/RESULTS.md.
+    /// (`poll_read_ready`, no waiter node as `readable()` adds), the idle deadline is a second
+    /// of the server's `IdleClock` (no timer of its own) whose owned `Notify` waiter also
+    /// wakes at shutdown, and nothing is stored twice. 10,000 parked connections measured in
+    /// bench/RESULTS.md.
     pub(super) struct Parked {
         accepted: Option<Accepted>,
         conn: Option<Conn>,
         #[pin]
-        idle: tokio::time::Sleep,
-        #[pin]
-        stop: OwnedNotified,
+        wake: OwnedNotified,
     }
 }
 
 impl Parked {
-    pub(super) fn new(accepted: Accepted, conn: Conn) -> Parked {
+    pub(super) fn new(mut accepted: Accepted, conn: Conn) -> Parked {
         let rest = accepted
             .state
             .config
             .timeouts
             .client_idle
             .saturating_sub(h1::IDLE_RELEASE);
-        // Created before the first poll: a `notify_waiters` after this point is still seen.
-        let stop = accepted.guard.shutdown_waiter();
+        let clock = accepted.guard.clock();
+        accepted.parked_until = clock.deadline_after(rest);
+        // Created before the first poll: a shutdown's `notify_waiters` after this is still seen.
+        let wake = clock.waiter(accepted.parked_until);
         Parked {
-            idle: tokio::time::sleep(rest),
-            stop,
+            wake,
             accepted: Some(accepted),
             conn: Some(conn),
         }
@@ -129,10 +133,21 @@ impl Future for Parked {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
-        let stopping = this.accepted.as_ref().is_some_and(|a| a.guard.stopping());
-        if this.stop.poll(cx).is_ready() || stopping {
+        let mut this = self.project();
+        let Some(accepted) = this.accepted.as_ref() else {
             return Poll::Ready(());
+        };
+        if accepted.guard.stopping() {
+            return Poll::Ready(());
+        }
+        // Woken by the clock (its second, or an early one: see `IdleClock::waiter`) or by
+        // shutdown: close when due, else wait on the clock again.
+        while this.wake.as_mut().poll(cx).is_ready() {
+            let clock = accepted.guard.clock();
+            if accepted.guard.stopping() || clock.now() >= accepted.parked_until {
+                return Poll::Ready(());
+            }
+            this.wake.set(clock.waiter(accepted.parked_until));
         }
         if let Some(conn) = this.conn.as_mut() {
             match conn.poll_read_ready(cx) {
@@ -148,9 +163,6 @@ impl Future for Parked {
                 Poll::Ready(Err(_)) => return Poll::Ready(()),
                 Poll::Pending => {}
             }
-        }
-        if this.idle.poll(cx).is_ready() {
-            return Poll::Ready(());
         }
         Poll::Pending
     }

@@ -3,9 +3,9 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::futures::OwnedNotified;
 use tokio::sync::Notify;
 
+use super::idle_clock::IdleClock;
 use crate::state::shutdown::Shutdown;
 
 /// Counts open client connections so shutdown can wait for them, and tells them to close.
@@ -14,6 +14,8 @@ pub(super) struct Tracker {
     zero: Notify,
     /// Begins when the server stops; every session and parked connection holds it.
     pub(super) shutdown: Arc<Shutdown>,
+    /// Parked connections' idle deadlines (its ticker runs with the server).
+    pub(super) clock: Arc<IdleClock>,
 }
 
 pub(super) struct Guard(Arc<Tracker>);
@@ -24,6 +26,7 @@ impl Tracker {
             count: AtomicUsize::new(0),
             zero: Notify::new(),
             shutdown,
+            clock: Arc::default(),
         }
     }
 
@@ -49,9 +52,9 @@ impl Guard {
         self.0.shutdown.clone()
     }
 
-    /// A waiter for shutdown, for a parked connection.
-    pub(super) fn shutdown_waiter(&self) -> OwnedNotified {
-        self.0.shutdown.waiter()
+    /// The clock of parked connections' idle deadlines; its waiters also wake at shutdown.
+    pub(super) fn clock(&self) -> &IdleClock {
+        &self.0.clock
     }
 
     /// Whether shutdown has begun.
