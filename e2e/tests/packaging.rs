@@ -352,6 +352,42 @@ fn the_event_log_is_json_lines_when_configured() {
 }
 
 #[test]
+fn access_log_failures_are_json_events_too() {
+    let origin = Origin::start();
+    let logs = tempfile::tempdir().unwrap();
+    let log_dir = logs.path().join("sepia");
+    std::fs::create_dir(&log_dir).unwrap();
+    let log_file = log_dir.join("access.log");
+    let config = reverse_config(&free_addr(), &[&origin.url()])
+        .replacen("[server]\n", "[server]\nlog_format = \"json\"\n", 1)
+        .replacen(
+            "path = \"stdout\"",
+            &format!("path = \"{}\"", log_file.display()),
+            1,
+        );
+    let mut sepia = Sepia::start(&config);
+    curl(&["-o", "/dev/null", &format!("{}/bytes/10", sepia.url())]).assert_status(200);
+    // The directory is gone: the reopen that SIGUSR1 asks for fails, and says so.
+    std::fs::remove_dir_all(&log_dir).unwrap();
+    sepia.send_signal("USR1");
+    let reported = sepia_e2e::wait_until(Duration::from_secs(5), || {
+        sepia.stderr().contains("access log not reopened")
+    });
+    assert!(sepia
+        .terminate(Duration::from_secs(5))
+        .is_some_and(|s| s.success()));
+    assert!(reported, "{}", sepia.stderr());
+    let events = assert_json_lines(&sepia.stderr());
+    assert!(
+        events.iter().any(|e| e["level"] == "ERROR"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("access log not reopened"))),
+        "{events:?}"
+    );
+}
+
+#[test]
 fn the_command_line_selects_json_lines_for_a_quick_start() {
     let origin = Origin::start();
     let listen = free_addr();
