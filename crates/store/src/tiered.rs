@@ -381,6 +381,14 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
 
     /// Memory first; a memory miss the disk may answer becomes a fill driven by a disk read.
     pub fn lookup(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {
+        // Memory first, by its read-locked hit path alone: a memory hit pays nothing for the
+        // disk tier (before, the remembered segment bodies were asked first: a read lock and
+        // a hash of their map on every hit while it held any). Memory wins over a segment
+        // body anyway (see "Large bodies"), so asking it first changes no answer; a miss
+        // pays one more read-locked probe before it registers its fill below.
+        if let Some(object) = self.memory.lookup_no_fill(primary, select) {
+            return Lookup::Hit(object);
+        }
         if let Some(object) = self.segment_body(primary, select) {
             return Lookup::Hit(object);
         }

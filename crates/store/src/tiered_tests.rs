@@ -653,3 +653,31 @@ fn a_cached_disk_record_is_a_hit_on_the_looking_up_thread() {
     assert!(!again.read_from_disk());
     assert_eq!(again.body().to_chunks().unwrap().concat(), body);
 }
+
+#[test]
+fn memory_answers_before_the_remembered_segment_bodies() {
+    let body = pattern(300_000, 10);
+    let t = large_on_disk(b"/big", &body);
+    runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    expect_hit(t.lookup(b"/big", &any));
+    let disk_hits = t.stats().disk_hits;
+    // Another key in memory while a segment body is remembered: a memory hit.
+    conformance::expect_stored(store_object(&t, b"/small", b"", &pattern(1000, 3), 7));
+    let small = expect_hit(t.lookup(b"/small", &any));
+    assert!(matches!(small.body(), crate::Body::Chunks(_)));
+    assert_eq!(t.stats().disk_hits, disk_hits, "not a disk hit");
+    // A refresh of the large key committed in memory is newer than its segment body.
+    let writer = expect_miss(Store::refresh(&t.store, b"/big", &any));
+    let fresh = pattern(2000, 11);
+    conformance::expect_stored(conformance::write_body(writer, "t", 6, b"", &fresh, 1000));
+    let hit = expect_hit(t.lookup(b"/big", &any));
+    assert_eq!(*hit.meta(), 6);
+    assert!(matches!(hit.body(), crate::Body::Chunks(_)));
+    assert_eq!(
+        t.stats().disk_hits,
+        disk_hits,
+        "memory's variant, not the segment's"
+    );
+    let seen = Store::lookup_no_fill(&t.store, b"/big", &any).expect("in memory");
+    assert!(Arc::ptr_eq(&seen, &hit));
+}
