@@ -5,6 +5,8 @@
 #   bench/disk.sh hitcost [--sizes 4k,64k] [--reps R] [--duration S] [--conns C]
 #                         [--hit-objects N] [--hit-disk-size SIZE] [--fill-gap G] [--nginx]
 #                         [--hit-memory SIZE]
+#   bench/disk.sh cold [--sizes 4k,64k] [--hit-objects N] [--duration S] [--conns C]
+#                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches)
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P]
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +40,7 @@ while (($#)); do
     esac
     shift
 done
-[[ $MODE == restart || $MODE == hitcost ]] || { sed -n 2,7p "$0"; exit 2; }
+[[ $MODE == restart || $MODE == hitcost || $MODE == cold ]] || { sed -n 2,9p "$0"; exit 2; }
 [[ -x $SEPIA_BIN ]] || { echo "no Sepia binary at $SEPIA_BIN (build with cargo build --release -p sepia or pass --sepia-bin)" >&2; exit 1; }
 trap cleanup EXIT
 raise_fd_limit
@@ -218,8 +220,62 @@ hitcost_bench() {
     done
 }
 
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# fio_randread NAME DIR BS BYTES EXTRA...: c=$CONNS random reads of BS over a file of BYTES in
+# DIR (the disk tier's file system), page cache dropped first; appends a JSON record.
+fio_randread() {
+    local name=$1 dir=$2 bs=$3 bytes=$4; shift 4
+    local f=$dir/fio.dat out iops
+    [[ -e $f ]] || head -c "$bytes" /dev/urandom > "$f"
+    drop_caches
+    out=$(taskset -c "$TARGET_CPU" fio --name="$name" --filename="$f" --rw=randread --bs="$bs" \
+        --size="$bytes" --time_based --runtime="$DURATION" --group_reporting \
+        --output-format=json "$@" 2> /dev/null)
+    iops=$(python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))' <<< "$out")
+    echo "{\"case\":\"$name\",\"bs\":\"$bs\",\"file_bytes\":$bytes,\"iops\":$iops,\"args\":\"$*\"}" | tee -a "$RESULTS"
+}
+
+# Cold page cache (issue 21): Sepia's disk hits at c=$CONNS right after the page cache is
+# dropped, against fio's random reads of the same block size on the same file system. The
+# file fio reads is as large as the disk tier's segments, so both warm the cache alike.
+cold_bench() {
+    local size n bs bytes rep
+    start_origin
+    for size in ${SIZES//,/ }; do
+        case $size in
+            4k) n=100000 bs=4k ;;
+            64k) n=16000 bs=64k ;;
+        esac
+        [[ -n $HIT_OBJECTS ]] && n=$HIT_OBJECTS
+        local base=/s/$size/c$RANDOM- dir=$DISK_ROOT/hit-cold-$size
+        rm -rf "$dir"
+        sepia_config "cold-$size" "$PORT" "$HIT_MEMORY" "$dir" "$HIT_DISK_SIZE"
+        start_sepia "cold-$size" "$PORT"
+        log "$size: filling $n objects (memory $HIT_MEMORY)"
+        fill "$PORT" "$base" "$n" > /dev/null
+        sleep 3
+        bytes=$(du -sb "$dir" | cut -f1)
+        log "cold-$size after the fill: $(du -sh "$dir" | cut -f1); $(codes "$RUN/cold-$size/access.log")"
+        for ((rep = 1; rep <= REPS; rep++)); do
+            drop_caches
+            one_run "cold-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
+            fio_randread "fio-direct-$size" "$DISK_ROOT" "$bs" "$bytes" \
+                --direct=1 --ioengine=libaio --iodepth="$CONNS" --numjobs=1
+            fio_randread "fio-buffered-$size" "$DISK_ROOT" "$bs" "$bytes" \
+                --direct=0 --ioengine=psync --numjobs="$CONNS"
+            # at the depth of 2 blocking readers (Sepia's read threads before 16)
+            fio_randread "fio-buffered-2-$size" "$DISK_ROOT" "$bs" "$bytes" \
+                --direct=0 --ioengine=psync --numjobs=2
+        done
+        stop_tree "$SEPIA_PID"
+        rm -rf "$dir" "$DISK_ROOT/fio.dat" "$RUN/cold-$size/access.log"
+    done
+}
+
 meta() { :; }
 case $MODE in
     restart) restart_bench ;;
     hitcost) hitcost_bench ;;
+    cold) cold_bench ;;
 esac

@@ -138,7 +138,10 @@ pub struct TieredConfig {
     pub memory: StoreConfig,
     /// The disks (a key lives on one, chosen by its hash).
     pub disks: Vec<DiskConfig>,
-    /// Threads that read from disk.
+    /// Threads that read from disk. Each blocking `pread` holds one, so this is the depth of
+    /// the device queue a cold cache sees: with 2, 64 KiB hits after a page-cache drop ran at
+    /// 3,800/s where fio at depth 64 read 8,800/s from the same file system (bench/RESULTS.md,
+    /// "Cold page cache"). An idle thread costs a parked stack.
     pub read_threads: usize,
     /// Disk reads waiting for a thread at most; beyond, a disk-resident key is a miss.
     pub max_queued_reads: usize,
@@ -157,12 +160,12 @@ pub struct TieredConfig {
 }
 
 impl TieredConfig {
-    /// `memory` over `disks` with two read threads.
+    /// `memory` over `disks` with 16 read threads.
     pub fn new(memory: StoreConfig, disks: Vec<DiskConfig>) -> Self {
         TieredConfig {
             memory,
             disks,
-            read_threads: 2,
+            read_threads: 16,
             max_queued_reads: 1024,
             close_write_limit: std::time::Duration::from_secs(10),
             segment_body_min: 1 << 20,
