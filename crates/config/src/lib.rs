@@ -29,8 +29,8 @@ pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,
     EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch,
-    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route,
-    Server, Timeouts, XForwardedFor,
+    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, OriginHealth,
+    RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
@@ -118,6 +118,7 @@ impl Config {
             tls_server_name: None,
             tls_insecure_skip_verify: None,
             http2: false,
+            health: Default::default(),
         };
         Config::quick(listen, Mode::Reverse, workers, Some(route), tls)
     }

@@ -370,6 +370,27 @@ pub struct Route {
     /// `h2, http/1.1` and spoken to in the protocol it picks (RFC 9113 §3.2); an `http://`
     /// origin is spoken to in HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3).
     pub http2: bool,
+    /// `[route.health]`: when the route's origins are marked down.
+    pub health: OriginHealth,
+}
+
+/// `[route.health]`: passive health. `fail_after` consecutive failures to connect to an
+/// origin mark it down; requests skip it for `down_for`, then one trial request decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OriginHealth {
+    /// `fail_after` (1 to 1000; default 3).
+    pub fail_after: u32,
+    /// `down_for` (default "10s"; at least one second).
+    pub down_for: Duration,
+}
+
+impl Default for OriginHealth {
+    fn default() -> Self {
+        OriginHealth {
+            fail_after: 3,
+            down_for: Duration::from_secs(10),
+        }
+    }
 }
 
 /// `[access_log] path`.

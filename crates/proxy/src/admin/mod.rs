@@ -179,6 +179,7 @@ impl Admin {
             purges: std::array::from_fn(|i| self.purges[i].load(Relaxed)),
             process: process::Process::read(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
+            origins: state.upstreams.origin_health(),
         }
     }
 
