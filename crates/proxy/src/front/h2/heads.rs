@@ -379,5 +379,17 @@ mod tests {
             head.response.headers()["content-length"],
             body.len().to_string().as_str()
         );
+        assert!(head.response.headers().get("retry-after").is_none());
+    }
+
+    #[test]
+    fn a_503_for_down_origins_says_when_to_retry() {
+        let answer = LocalAnswer {
+            status: 503,
+            detail: "down",
+            retry_after: 10,
+        };
+        let (head, _) = local(answer, None, b"");
+        assert_eq!(head.response.headers()["retry-after"], "10");
     }
 }
