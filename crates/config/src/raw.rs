@@ -206,6 +206,7 @@ pub(crate) struct RawRefresh {
 pub(crate) struct RawServer {
     pub workers: Bounded<0, MAX_WORKERS>,
     pub shutdown_grace: Parsed<Duration>,
+    pub pid_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RawServer {
@@ -213,6 +214,7 @@ impl Default for RawServer {
         RawServer {
             workers: Bounded(0),
             shutdown_grace: Parsed(Duration::from_secs(30)),
+            pid_file: None,
         }
     }
 }

@@ -24,6 +24,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
         server: Server {
             workers: resolve_workers(raw.server.workers.as_usize()),
             shutdown_grace: raw.server.shutdown_grace.0,
+            pid_file: raw.server.pid_file,
         },
         listeners,
         limits: Limits {

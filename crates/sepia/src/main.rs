@@ -1,16 +1,16 @@
 //! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
 //! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
-//! the access log file (log rotation).
+//! the access log file (log rotation), SIGHUP reloads the configuration file (`reload.rs`).
 
 mod import_squid;
+mod reload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use sepia_config::{Config, ListenerTls, LogFormat as CfgFormat, LogTarget, QuickCache};
-use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogReopen, LogSink};
+use sepia_config::{Config, ListenerTls, QuickCache};
 use sepia_proxy::Server;
 
 /// Sepia, a caching HTTP proxy. With no arguments it runs the built-in default: a forward
@@ -27,8 +27,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate the configuration file and exit (0 when valid).
+    /// Validate the configuration file and exit (0 when valid). With a running Sepia found
+    /// through `[server] pid_file`, also print what a reload would change.
     Check,
+    /// Validate the configuration file, then ask the running Sepia (`[server] pid_file`) to
+    /// reload it (SIGHUP). An invalid file is reported and nothing is signalled.
+    Reload,
     /// Quick start: an accelerator in front of one or more origins.
     Reverse {
         /// Address to listen on, e.g. 0.0.0.0:80 or [::]:8080.
@@ -130,8 +134,8 @@ fn main() -> ExitCode {
         return import_squid::run(squid_conf, output.as_deref());
     }
     let loaded = match (&cli.command, &cli.config) {
-        (Some(Command::Check), None) => {
-            eprintln!("sepia: check needs --config FILE");
+        (Some(Command::Check | Command::Reload), None) => {
+            eprintln!("sepia: check and reload need --config FILE");
             return ExitCode::from(2);
         }
         (
@@ -175,10 +179,15 @@ fn main() -> ExitCode {
     }
     if let (Some(Command::Check), Some(path)) = (&cli.command, &cli.config) {
         println!("sepia: {} is valid", path.display());
+        reload::print_changes(&config);
         return ExitCode::SUCCESS;
     }
+    if let Some(Command::Reload) = &cli.command {
+        return reload::signal_reload(&config);
+    }
     init_tracing();
-    match run(config) {
+    let file = cli.config.filter(|_| cli.command.is_none());
+    match run(config, file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("sepia: {e}");
@@ -234,7 +243,8 @@ fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
     builder
 }
 
-fn run(config: Config) -> std::io::Result<()> {
+/// `file`: the configuration file SIGHUP re-reads (none for a quick start or the default).
+fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
     raise_descriptor_limit();
     let runtime = runtime_builder(config.server.workers)
         .thread_name("sepia-worker")
@@ -243,67 +253,52 @@ fn run(config: Config) -> std::io::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let format = match config.access_log.format {
-            CfgFormat::Squid => LogFormat::Squid,
-            CfgFormat::Combined => LogFormat::Combined,
-            CfgFormat::Json => LogFormat::Json,
-        };
-        let (log, writer) = match &config.access_log.target {
-            LogTarget::Off => (AccessLog::disabled(), None),
-            LogTarget::Stdout => {
-                let (l, w) = AccessLogWriter::spawn(LogSink::Stdout, format)?;
-                (l, Some(w))
-            }
-            LogTarget::File(p) => {
-                let (l, w) =
-                    AccessLogWriter::spawn(LogSink::File(p.clone()), format).map_err(|e| {
-                        std::io::Error::new(e.kind(), format!("access log {}: {e}", p.display()))
-                    })?;
-                (l, Some(w))
-            }
-        };
+        let logs = reload::Logs::open(&config)?;
+        let log = logs.log.clone();
+        let pid_file = config.server.pid_file.clone();
+        let text = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
+        let config = Arc::new(config);
+        let server = Server::bind(config.clone(), log)?;
         // Installed whatever the log target: SIGUSR1's default action would kill the process.
-        let reopen = match (&config.access_log.target, &writer) {
-            (LogTarget::File(_), Some(w)) => Some(w.reopen_handle()),
-            _ => None,
-        };
-        let rotation = tokio::spawn(reopen_on_sigusr1(reopen)?);
-        let server = Server::bind(Arc::new(config), log)?;
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let signals =
+            reload::handle_signals(logs, file, pid_file.clone(), server.reloader(), stopped)?;
+        let signals = tokio::spawn(signals);
         for addr in server.local_addrs() {
             tracing::info!("listening on {addr}");
         }
         if let Some(addr) = server.admin_addr() {
             tracing::info!("admin listener on {addr}");
         }
+        reload::record_running(pid_file.as_deref(), text.as_deref());
+        notify("READY=1");
         server.run(shutdown_signal()).await;
-        rotation.abort();
-        if let Some(w) = writer {
+        notify("STOPPING=1");
+        let _ = stop.send(());
+        if let Ok(logs) = signals.await {
+            let writers = logs.writers();
             // Connections still open past the grace period hold log handles; do not wait on them.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), w.finish()).await;
+            let finish = futures_finish(writers);
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), finish).await;
         }
+        reload::remove_pid_file(&config);
         Ok(())
     })
 }
 
-/// Registers the SIGUSR1 handler now (so a signal right after start-up is not fatal) and
-/// returns the task that asks the log writer to reopen its file on each one: logrotate's
-/// "rename, then signal" (`postrotate kill -USR1 …`). A stdout or disabled log ignores it.
-fn reopen_on_sigusr1(
-    reopen: Option<LogReopen>,
-) -> std::io::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut usr1 = signal(SignalKind::user_defined1())?;
-    Ok(async move {
-        while usr1.recv().await.is_some() {
-            match &reopen {
-                Some(reopen) => {
-                    tracing::info!("SIGUSR1: reopening the access log");
-                    reopen.request();
-                }
-                None => tracing::debug!("SIGUSR1: no access log file to reopen"),
-            }
-        }
-    })
+/// Waits for every access log writer to write what it was given.
+async fn futures_finish(writers: Vec<sepia_observe::AccessLogWriter>) {
+    for w in writers {
+        w.finish().await;
+    }
+}
+
+/// The service manager hook: where `sd_notify` messages go (`READY=1` once listening and
+/// after a reload, `RELOADING=1` when one begins, `STOPPING=1`; `MAINPID=` after a binary
+/// upgrade). The packaging branch (systemd `Type=notify`) sends them; until then they are
+/// only traced.
+pub(crate) fn notify(state: &str) {
+    tracing::debug!("service state: {state}");
 }
 
 async fn shutdown_signal() {

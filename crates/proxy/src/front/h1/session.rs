@@ -55,7 +55,7 @@ enum HeadRead {
 /// Serves one client connection until it closes, fails, the server shuts down, or it idles
 /// long enough to be parked.
 pub async fn serve(
-    state: Arc<State>,
+    mut state: Arc<State>,
     conn: Conn,
     peer: SocketAddr,
     listener: Listener,
@@ -103,6 +103,11 @@ pub async fn serve(
                 Outcome::local(e.status(), e.reason())
             }
             HeadRead::Request => {
+                // A reload since the last request: this one is served by the new
+                // configuration (one atomic load when there was none).
+                if let Some(newer) = State::newest(&state) {
+                    state = newer;
+                }
                 burst::request_began();
                 session.active = true;
                 first = false;
