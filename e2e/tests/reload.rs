@@ -5,7 +5,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use sepia_e2e::{curl, free_addr, reverse_config, sepia_bin, wait_until, Origin, RawClient, Sepia};
+use sepia_e2e::{
+    curl, forward_config, free_addr, reverse_config, sepia_bin, wait_until, Origin, RawClient,
+    Sepia,
+};
 
 /// Generous for a loaded two-core machine; polls return as soon as the condition holds.
 const WAIT: Duration = Duration::from_secs(15);
@@ -209,4 +212,31 @@ fn check_lists_what_a_reload_would_change_and_reload_validates_before_signalling
     );
     let (_, out) = sepia_cmd(&["check"], &next);
     assert!(!out.contains("origins:"), "{out}");
+}
+
+#[test]
+fn a_narrower_forward_allow_applies_to_the_next_request_of_an_open_connection() {
+    let a = Origin::start();
+    let mut sepia = Sepia::start(&forward_config(&free_addr(), &["127.0.0.0/8"], &[]));
+    let proxy = sepia.addr().to_string();
+    let target = format!("{}/acl", a.url());
+    let get = |client: &mut RawClient| {
+        client.send(format!("GET {target} HTTP/1.1\r\nHost: {}\r\n\r\n", a.addr()).as_bytes());
+        client.read_response().status
+    };
+    let mut client = RawClient::connect(sepia.addr());
+    assert_eq!(get(&mut client), 200);
+    rewrite(&sepia, &forward_config(&proxy, &["10.0.0.0/8"], &[]));
+    sepia.send_signal("HUP");
+    assert!(
+        wait_until(WAIT, || sepia.stderr().contains("reload done")),
+        "{}",
+        sepia.stderr()
+    );
+    assert_eq!(
+        get(&mut client),
+        403,
+        "the open connection is judged by the new [forward] allow"
+    );
+    assert!(sepia.is_running());
 }

@@ -62,7 +62,7 @@ pub async fn serve(
     shutdown: Arc<Shutdown>,
 ) -> Served {
     // TCP_NODELAY is inherited from the listening socket (server/mod.rs `bind`).
-    let info = ConnInfo {
+    let mut info = ConnInfo {
         client: ClientInfo::new(peer),
         allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
         mode: listener.mode,
@@ -107,6 +107,9 @@ pub async fn serve(
                 // configuration (one atomic load when there was none).
                 if let Some(newer) = State::newest(&state) {
                     state = newer;
+                    // `[forward] allow` may have changed too.
+                    info.allowed = info.mode == Mode::Reverse
+                        || state.config.forward.client_allowed(peer.ip());
                 }
                 burst::request_began();
                 session.active = true;
