@@ -36,6 +36,9 @@ command -v h2load >/dev/null || need_pkgs+=(nghttp2-client)
 [[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null || need_pkgs+=(nginx)
 # The admin dashboard's test (e2e/tests/dashboard.rs) loads the page in headless Chromium.
 [[ -x /usr/bin/chromium ]] || need_pkgs+=(chromium)
+# Packaging (e2e/tests/packaging.rs): `man -l` renders the generated pages (man-db brings
+# groff); systemd-analyze checks the unit when present (systemd itself is not installed for it).
+command -v man >/dev/null || need_pkgs+=(man-db)
 if ((${#need_pkgs[@]})); then
   echo "== installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive

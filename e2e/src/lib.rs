@@ -23,7 +23,8 @@
 //! The tests live in `tests/` by area: `reverse`, `forward`, `headers`, `malformed`,
 //! `timeouts`, `streaming`, `cli`, `access_log`, `log_result_codes`, `squid_log`, `cache`,
 //! `access` (ACLs and http_access), `import_squid` (`sepia import-squid`, beside a real Squid), `auth_config`, `proxy_auth`, `intercept`, `ipv6`, `tls`,
-//! `origin_tls`, `h2` (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed
+//! `origin_tls`, `packaging` (`--version`, man pages, completions, the systemd unit, sd_notify,
+//! JSON event log), `h2` (the HTTP/2 front end, with `scripts/h2_attacks.py` for hand-framed
 //! attacks).
 //! `$SEPIA_BIN` overrides the binary under test.
 

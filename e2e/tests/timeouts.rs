@@ -134,6 +134,33 @@ fn a_parked_connection_closes_at_client_idle_not_before() {
 }
 
 #[test]
+fn many_parked_connections_are_each_served_again() {
+    // More idle clients than the parking lot takes events at once (256), all woken together,
+    // some of them twice (their slots reused), and clients that close while parked.
+    let (origin, sepia) = reverse_with("[timeouts]\nclient_idle = \"30s\"\n");
+    let mut clients: Vec<RawClient> = (0..600)
+        .map(|_| {
+            let mut client = RawClient::connect(sepia.addr());
+            client.send(b"GET /bytes/10 HTTP/1.1\r\nHost: app\r\n\r\n");
+            assert_eq!(client.read_response().body, pattern(10));
+            client
+        })
+        .collect();
+    clients.truncate(550); // 50 clients close while parked
+    for round in 0..2 {
+        std::thread::sleep(Duration::from_millis(2_500));
+        for client in &mut clients {
+            client.send(b"GET /bytes/20 HTTP/1.1\r\nHost: app\r\n\r\n");
+        }
+        for (i, client) in clients.iter_mut().enumerate() {
+            let body = client.read_response().body;
+            assert_eq!(body, pattern(20), "client {i}, round {round}");
+        }
+    }
+    assert!(origin.request_count() >= 1);
+}
+
+#[test]
 fn sigterm_closes_a_parked_connection_at_once() {
     let (_origin, mut sepia, mut client) = served_once("[timeouts]\nclient_idle = \"60s\"\n");
     // Parked after one to two seconds without a request.

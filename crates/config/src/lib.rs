@@ -30,8 +30,9 @@ pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,
-    Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls,
-    LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route, Server, Timeouts, XForwardedFor,
+    EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch,
+    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route,
+    Server, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 

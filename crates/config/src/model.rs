@@ -114,6 +114,44 @@ pub struct Server {
     /// beside it as `<pid_file>.running.toml`), so that `sepia reload`, `sepia upgrade` and
     /// `sepia check` find it, as `nginx -s reload` does. `None`: not written.
     pub pid_file: Option<std::path::PathBuf>,
+    /// `log_format`: how Sepia's own event log (stderr) is written.
+    pub log_format: EventLogFormat,
+    /// `log_level`: the least severe event logged (`SEPIA_LOG` overrides it).
+    pub log_level: EventLogLevel,
+}
+
+/// `[server] log_format`: Sepia's own events (not the access log) on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventLogFormat {
+    /// `"text"`: one human-readable line per event.
+    Text,
+    /// `"json"`: one JSON object per line (timestamp, level, target, message, fields), for
+    /// journald's or a log shipper's parsers.
+    Json,
+}
+
+/// `[server] log_level`: the least severe event written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventLogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl EventLogLevel {
+    /// The level's name as the configuration spells it, which is also a `tracing` filter
+    /// directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventLogLevel::Error => "error",
+            EventLogLevel::Warn => "warn",
+            EventLogLevel::Info => "info",
+            EventLogLevel::Debug => "debug",
+            EventLogLevel::Trace => "trace",
+        }
+    }
 }
 
 /// `[[listen]] mode`.

@@ -12,7 +12,10 @@ use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::model::{HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr, XForwardedFor};
+use crate::model::{
+    EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr,
+    XForwardedFor,
+};
 use crate::values::{ByteSize, ConfigValue, Pseudonym, TargetedFieldName, Timeout, UrlPattern};
 
 /// A TOML string parsed by `T`'s strict [`ConfigValue`] parser.
@@ -207,6 +210,8 @@ pub(crate) struct RawServer {
     pub workers: Bounded<0, MAX_WORKERS>,
     pub shutdown_grace: Parsed<Duration>,
     pub pid_file: Option<std::path::PathBuf>,
+    pub log_format: Parsed<EventLogFormat>,
+    pub log_level: Parsed<EventLogLevel>,
 }
 
 impl Default for RawServer {
@@ -215,6 +220,8 @@ impl Default for RawServer {
             workers: Bounded(0),
             shutdown_grace: Parsed(Duration::from_secs(30)),
             pid_file: None,
+            log_format: Parsed(EventLogFormat::Text),
+            log_level: Parsed(EventLogLevel::Info),
         }
     }
 }

@@ -8,6 +8,8 @@ const FULL: &str = r#"
 [server]
 workers = 4
 shutdown_grace = "10s"
+log_format = "json"
+log_level = "debug"
 
 [[listen]]
 address = "127.0.0.1:3128"
@@ -64,6 +66,8 @@ fn builtin_default_matches_the_documented_defaults() {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(config.server.workers, cpus);
     assert_eq!(config.server.shutdown_grace, Duration::from_secs(30));
+    assert_eq!(config.server.log_format, EventLogFormat::Text);
+    assert_eq!(config.server.log_level, EventLogLevel::Info);
     assert_eq!(
         config.listeners,
         vec![Listener {
@@ -139,6 +143,8 @@ fn full_file_sets_every_key() {
     let config = Config::from_toml_str(FULL, "sepia.toml").unwrap();
     assert_eq!(config.server.workers, 4);
     assert_eq!(config.server.shutdown_grace, Duration::from_secs(10));
+    assert_eq!(config.server.log_format, EventLogFormat::Json);
+    assert_eq!(config.server.log_level, EventLogLevel::Debug);
     assert_eq!(config.listeners.len(), 2);
     assert_eq!(config.listeners[1].address, "[::1]:8080".parse().unwrap());
     assert_eq!(config.listeners[1].mode, Mode::Reverse);
@@ -232,6 +238,20 @@ fn errors_name_file_line_and_key() {
         (
             format!("{LISTENER}[server]\nworkers = \"four\"\n"),
             "t.toml:5: key 'server.workers': invalid type: string \"four\", expected i64",
+        ),
+        (
+            format!("{LISTENER}[server]\nlog_format = \"JSON\"\n"),
+            "t.toml:5: key 'server.log_format': invalid value \"JSON\" (expected \"text\" or \
+             \"json\")",
+        ),
+        (
+            format!("{LISTENER}[server]\nlog_level = \"verbose\"\n"),
+            "t.toml:5: key 'server.log_level': invalid value \"verbose\" (expected \"error\", \
+             \"warn\", \"info\", \"debug\" or \"trace\")",
+        ),
+        (
+            format!("{LISTENER}[server]\nlog_level = 3\n"),
+            "t.toml:5: key 'server.log_level': invalid type: integer `3`, expected a string",
         ),
         (
             format!("{LISTENER}[headers]\nvia = \"yes\"\n"),

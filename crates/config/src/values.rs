@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use sepia_access::is_host_name;
 
-use crate::model::{HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr, XForwardedFor};
+use crate::model::{
+    EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr,
+    XForwardedFor,
+};
 
 /// A value parsed from one TOML string.
 pub(crate) trait ConfigValue: Sized {
@@ -69,6 +72,33 @@ impl ConfigValue for LogFormat {
                 ("squid", LogFormat::Squid),
                 ("combined", LogFormat::Combined),
                 ("json", LogFormat::Json),
+            ],
+        )
+    }
+}
+
+impl ConfigValue for EventLogFormat {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        keyword(
+            text,
+            &[
+                ("text", EventLogFormat::Text),
+                ("json", EventLogFormat::Json),
+            ],
+        )
+    }
+}
+
+impl ConfigValue for EventLogLevel {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        keyword(
+            text,
+            &[
+                ("error", EventLogLevel::Error),
+                ("warn", EventLogLevel::Warn),
+                ("info", EventLogLevel::Info),
+                ("debug", EventLogLevel::Debug),
+                ("trace", EventLogLevel::Trace),
             ],
         )
     }

@@ -201,7 +201,7 @@ impl AccessLogWriter {
     /// this waits for as long as one is alive.
     pub async fn finish(self) {
         if let Err(e) = self.task.await {
-            eprintln!("sepia: access log writer failed: {e}");
+            tracing::error!("access log writer failed: {e}");
         }
     }
 }
@@ -446,9 +446,9 @@ impl BlockingSink {
         match tokio::task::spawn_blocking(move || open_log(&path).map(|f| (f, path))).await {
             Ok(Ok((file, path))) => self.output = Some(Output::File(file, path)),
             Ok(Err(e)) => {
-                eprintln!("sepia: access log not reopened, still writing to the old file: {e}")
+                tracing::error!("access log not reopened, still writing to the old file: {e}")
             }
-            Err(e) => eprintln!("sepia: access log writer stopped: {e}"),
+            Err(e) => tracing::error!("access log writer stopped: {e}"),
         }
     }
 
@@ -483,7 +483,7 @@ impl BlockingSink {
                 self.buffer = buffer;
                 match result {
                     Err(e) if !self.failing => {
-                        eprintln!("sepia: access log write failed (lines lost): {e}");
+                        tracing::error!("access log write failed (lines lost): {e}");
                         self.failing = true;
                     }
                     Err(_) => {}
@@ -491,7 +491,7 @@ impl BlockingSink {
                 }
             }
             // The blocking pool is shutting down with the runtime; nothing left to write to.
-            Err(e) => eprintln!("sepia: access log writer stopped: {e}"),
+            Err(e) => tracing::error!("access log writer stopped: {e}"),
         }
     }
 }

@@ -1,26 +1,34 @@
 //! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
 //! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
 //! the access log file (log rotation), SIGHUP reloads the configuration file (`reload.rs`).
+//! Under systemd (`Type=notify`) it reports readiness and
+//! shutdown through `$NOTIFY_SOCKET` (see `notify`).
 
+mod generate;
 mod import_squid;
+mod notify;
 mod reload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use clap::{Parser, Subcommand};
-use sepia_config::{Config, ListenerTls, QuickCache};
+use clap::{CommandFactory, Parser, Subcommand};
+use sepia_config::{Config, EventLogFormat, ListenerTls, QuickCache};
 use sepia_proxy::Server;
 
 /// Sepia, a caching HTTP proxy. With no arguments it runs the built-in default: a forward
 /// proxy on 127.0.0.1:3128 that serves loopback and private-network clients only.
 #[derive(Parser)]
-#[command(name = "sepia", version, about)]
+#[command(name = "sepia", version = VERSION, about, after_long_help = generate::help_notes())]
 struct Cli {
     /// Configuration file (TOML). See the README for every key.
     #[arg(long, short = 'c', value_name = "FILE", global = true)]
     config: Option<PathBuf>,
+    /// Sepia's own event log on stderr as text lines or JSON lines (overrides
+    /// server.log_format).
+    #[arg(long, value_name = "FORMAT", global = true)]
+    log_format: Option<LogFormatArg>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -78,7 +86,41 @@ enum Command {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<PathBuf>,
     },
+    /// Write the manual pages or a shell's completion script, made from this command line's
+    /// definition (for packagers).
+    #[command(subcommand)]
+    Generate(Generate),
 }
+
+#[derive(Subcommand)]
+enum Generate {
+    /// Write sepia.1 and one page per subcommand (sepia-reverse.1, ...) into DIR.
+    Man {
+        /// Directory to write the pages into (made if missing), e.g. /usr/share/man/man1.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Print the completion script for SHELL on stdout.
+    Completions {
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+/// `sepia --version`: the version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SEPIA_COMMIT"),
+    ")"
+);
 
 /// `--cache-memory SIZE --cache-dir PATH --cache-dir-size SIZE`: the quick starts' cache.
 #[derive(clap::Args)]
@@ -130,12 +172,21 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::ImportSquid { squid_conf, output }) = &cli.command {
-        return import_squid::run(squid_conf, output.as_deref());
+    match &cli.command {
+        Some(Command::ImportSquid { squid_conf, output }) => {
+            return import_squid::run(squid_conf, output.as_deref());
+        }
+        Some(Command::Generate(Generate::Man { dir })) => {
+            return generate::man(Cli::command(), dir);
+        }
+        Some(Command::Generate(Generate::Completions { shell })) => {
+            return generate::completions(Cli::command(), *shell);
+        }
+        _ => {}
     }
     let loaded = match (&cli.command, &cli.config) {
-        (Some(Command::Check | Command::Reload), None) => {
-            eprintln!("sepia: check and reload need --config FILE");
+        (Some(Command::Check), None) => {
+            eprintln!("sepia: check needs --config FILE");
             return ExitCode::from(2);
         }
         (
@@ -185,24 +236,43 @@ fn main() -> ExitCode {
     if let Some(Command::Reload) = &cli.command {
         return reload::signal_reload(&config);
     }
-    init_tracing();
+    let format = match cli.log_format {
+        Some(LogFormatArg::Text) => EventLogFormat::Text,
+        Some(LogFormatArg::Json) => EventLogFormat::Json,
+        None => config.server.log_format,
+    };
+    init_tracing(format, config.server.log_level.as_str());
+    // SIGHUP re-reads the file Sepia was started with (none for a quick start or the default).
     let file = cli.config.filter(|_| cli.command.is_none());
     match run(config, file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("sepia: {e}");
+            // Through the event log, so that a JSON log stays JSON to its last line.
+            tracing::error!("{e}");
             ExitCode::from(1)
         }
     }
 }
 
-fn init_tracing() {
+/// Sepia's own event log on stderr: `SEPIA_LOG` (a `tracing` filter such as `debug` or
+/// `sepia_proxy=trace`) when set, else `level`. Text lines carry colours only on a terminal
+/// (journald and files get plain text); JSON lines hold one event each, its fields beside
+/// `timestamp`, `level`, `target` and `message` at the top level.
+fn init_tracing(format: EventLogFormat, level: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_env("SEPIA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        EventLogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        EventLogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
 }
 
 /// Raises the soft descriptor limit to the hard one, as a server holding thousands of
@@ -258,27 +328,35 @@ fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
         let pid_file = config.server.pid_file.clone();
         let text = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
         let config = Arc::new(config);
+        let shutdown = shutdown_signal()?;
         let server = Server::bind(config.clone(), log)?;
-        // Installed whatever the log target: SIGUSR1's default action would kill the process.
+        // Installed whatever the log target: SIGUSR1's and SIGHUP's default actions would kill
+        // the process.
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let signals =
             reload::handle_signals(logs, file, pid_file.clone(), server.reloader(), stopped)?;
         let signals = tokio::spawn(signals);
-        for addr in server.local_addrs() {
+        let addrs = server.local_addrs();
+        for addr in &addrs {
             tracing::info!("listening on {addr}");
         }
         if let Some(addr) = server.admin_addr() {
             tracing::info!("admin listener on {addr}");
         }
         reload::record_running(pid_file.as_deref(), text.as_deref());
-        notify("READY=1");
-        server.run(shutdown_signal()).await;
-        notify("STOPPING=1");
+        let status = serving_status(&addrs);
+        // `run` polls this future once its accept loops are spawned: only then is Sepia ready.
+        server
+            .run(async move {
+                notify::ready(&status);
+                shutdown.await;
+                notify::stopping("shutting down: finishing in-flight requests");
+            })
+            .await;
         let _ = stop.send(());
         if let Ok(logs) = signals.await {
-            let writers = logs.writers();
             // Connections still open past the grace period hold log handles; do not wait on them.
-            let finish = futures_finish(writers);
+            let finish = finish_logs(logs.writers());
             let _ = tokio::time::timeout(std::time::Duration::from_secs(2), finish).await;
         }
         reload::remove_pid_file(&config);
@@ -287,26 +365,29 @@ fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
 }
 
 /// Waits for every access log writer to write what it was given.
-async fn futures_finish(writers: Vec<sepia_observe::AccessLogWriter>) {
+async fn finish_logs(writers: Vec<sepia_observe::AccessLogWriter>) {
     for w in writers {
         w.finish().await;
     }
 }
 
-/// The service manager hook: where `sd_notify` messages go (`READY=1` once listening and
-/// after a reload, `RELOADING=1` when one begins, `STOPPING=1`; `MAINPID=` after a binary
-/// upgrade). The packaging branch (systemd `Type=notify`) sends them; until then they are
-/// only traced.
-pub(crate) fn notify(state: &str) {
-    tracing::debug!("service state: {state}");
+/// The `STATUS=` line of a serving Sepia, for `systemctl status`.
+fn serving_status(addrs: &[std::net::SocketAddr]) -> String {
+    let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+    format!("serving on {}", addrs.join(", "))
 }
 
-async fn shutdown_signal() {
+/// Registers the SIGTERM and SIGINT handlers now, before readiness is announced (a service
+/// manager may stop Sepia the moment it is ready), and returns the future that completes on
+/// the first of them.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

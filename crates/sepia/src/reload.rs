@@ -227,7 +227,7 @@ pub fn handle_signals(
 /// Re-reads and applies `path`; an invalid file is logged (file:line:key) and the running
 /// configuration stays.
 async fn reload(path: &Path, pid_file: Option<&Path>, logs: &mut Logs, reloader: &Reloader) {
-    crate::notify("RELOADING=1");
+    crate::notify::reloading();
     tracing::info!("SIGHUP: reloading {}", path.display());
     let text = std::fs::read_to_string(path);
     let config = text
@@ -265,5 +265,5 @@ async fn reload(path: &Path, pid_file: Option<&Path>, logs: &mut Logs, reloader:
             record_running(pid_file, text.ok().as_deref());
         }
     }
-    crate::notify("READY=1");
+    crate::notify::ready("serving (configuration reloaded)");
 }

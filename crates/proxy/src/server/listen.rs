@@ -11,6 +11,7 @@ use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 
 use super::parked::{spawn_session, spawn_tls_session, Accepted};
+use super::parking_lot::ParkingLot;
 use super::tracker::Tracker;
 use crate::state::State;
 use crate::transport::intercept;
@@ -87,7 +88,12 @@ pub(super) fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListene
     TcpListener::from_std(socket.into())
 }
 
-pub(super) async fn accept_loop(bound: Bound, mut state: Arc<State>, tracker: Arc<Tracker>) {
+pub(super) async fn accept_loop(
+    bound: Bound,
+    mut state: Arc<State>,
+    tracker: Arc<Tracker>,
+    lot: Arc<ParkingLot<Accepted>>,
+) {
     let Bound {
         listener,
         mode,
@@ -110,7 +116,7 @@ pub(super) async fn accept_loop(bound: Bound, mut state: Arc<State>, tracker: Ar
                         state = newer;
                     }
                     let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
-                    let accepted = Accepted { state: state.clone(), mode, listener: index, divert, guard: tracker.enter(), parked_until: 0 };
+                    let accepted = Accepted { state: state.clone(), mode, listener: index, divert, guard: tracker.enter(), parked_until: 0, lot: lot.clone() };
                     match &tls {
                         None => spawn_session(accepted, Conn::Tcp(stream), peer),
                         Some(tls) => spawn_tls_session(accepted, stream, peer, tls.clone()),

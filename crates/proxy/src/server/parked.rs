@@ -12,6 +12,7 @@ use tokio::sync::futures::OwnedNotified;
 
 use tokio::net::TcpStream;
 
+use super::parking_lot::{Parkable, ParkingLot};
 use super::tracker::Guard;
 use crate::front::{h1, h2, Listener};
 use crate::model::Scheme;
@@ -35,6 +36,25 @@ pub(super) struct Accepted {
     /// bytes this struct pads anyway, rather than in `Parked`: one more field there made its
     /// task a 384-byte allocation instead of 256 (tokio rounds tasks to 128 bytes).
     pub parked_until: u32,
+    /// Where the connection waits when idle, if it is plain TCP.
+    pub lot: Arc<ParkingLot<Accepted>>,
+}
+
+impl Parkable for Accepted {
+    fn parked_until(&self) -> u32 {
+        self.parked_until
+    }
+
+    fn stopping(&self) -> bool {
+        self.guard.stopping()
+    }
+
+    fn resume(self, stream: TcpStream) {
+        // A peer that already reset the connection has nothing to serve.
+        if let Ok(peer) = stream.peer_addr() {
+            spawn_session(self, Conn::Tcp(stream), peer);
+        }
+    }
 }
 
 /// Runs a client session; if it goes idle, parks the connection in a separate small task so
@@ -91,8 +111,30 @@ async fn run_session(mut accepted: Accepted, conn: Conn, peer: SocketAddr) {
     let shutdown = accepted.guard.shutdown();
     let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
     if let h1::Served::Idle(conn) = served {
-        tokio::spawn(Parked::new(accepted, conn));
+        park(accepted, conn);
     }
+}
+
+/// A plain-TCP connection goes to the server's parking lot (its socket and 40 bytes); a TLS
+/// one, or any when the lot no longer runs, to a small task of its own.
+fn park(mut accepted: Accepted, conn: Conn) {
+    accepted.parked_until = idle_deadline(&accepted);
+    let (accepted, conn) = match conn {
+        Conn::Tcp(stream) => match accepted.lot.clone().park(accepted, stream) {
+            Ok(()) => return,
+            Err((accepted, stream)) => (accepted, Conn::Tcp(stream)),
+        },
+        conn => (accepted, conn),
+    };
+    tokio::spawn(Parked::new(accepted, conn));
+}
+
+/// The `IdleClock` second at which a connection parked now closes: `client_idle` after its
+/// last request, of which `IDLE_RELEASE` went by before it was parked.
+fn idle_deadline(accepted: &Accepted) -> u32 {
+    let timeouts = &accepted.state.config.timeouts;
+    let rest = timeouts.client_idle.saturating_sub(h1::IDLE_RELEASE);
+    accepted.guard.clock().deadline_after(rest)
 }
 
 pin_project_lite::pin_project! {
@@ -114,17 +156,10 @@ pin_project_lite::pin_project! {
 }
 
 impl Parked {
-    pub(super) fn new(mut accepted: Accepted, conn: Conn) -> Parked {
-        let rest = accepted
-            .state
-            .config
-            .timeouts
-            .client_idle
-            .saturating_sub(h1::IDLE_RELEASE);
-        let clock = accepted.guard.clock();
-        accepted.parked_until = clock.deadline_after(rest);
+    /// `accepted.parked_until` is set (`idle_deadline`).
+    pub(super) fn new(accepted: Accepted, conn: Conn) -> Parked {
         // Created before the first poll: a shutdown's `notify_waiters` after this is still seen.
-        let wake = clock.waiter(accepted.parked_until);
+        let wake = accepted.guard.clock().waiter(accepted.parked_until);
         Parked {
             wake,
             accepted: Some(accepted),

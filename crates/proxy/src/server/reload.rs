@@ -18,6 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::listen::{accept_loop, bind_listener, Bound};
+use super::parked::Accepted;
+use super::parking_lot::ParkingLot;
 use super::tracker::Tracker;
 use crate::state::State;
 
@@ -54,6 +56,8 @@ impl Reloader {
 /// The accept loops running, one per configured listener, and their sockets.
 pub(super) struct Listening {
     running: Vec<Running>,
+    /// Where their idle plain-TCP connections wait.
+    lot: Arc<ParkingLot<Accepted>>,
 }
 
 struct Running {
@@ -70,13 +74,14 @@ impl Listening {
         bound: Vec<Bound>,
         state: &Arc<State>,
         tracker: &Arc<Tracker>,
+        lot: Arc<ParkingLot<Accepted>>,
     ) -> Listening {
         let configs = state.config.listeners.iter().cloned();
         let running = configs
             .zip(bound)
-            .map(|(config, b)| Running::spawn(config, b, state, tracker))
+            .map(|(config, b)| Running::spawn(config, b, state, tracker, &lot))
             .collect();
-        Listening { running }
+        Listening { running, lot }
     }
 
     /// Stops every accept loop (shutdown): their sockets close.
@@ -93,13 +98,15 @@ impl Running {
         b: Bound,
         state: &Arc<State>,
         tracker: &Arc<Tracker>,
+        lot: &Arc<ParkingLot<Accepted>>,
     ) -> Running {
         let watcher = match (&b.tls, b.listener.local_addr()) {
             (Some(tls), Ok(addr)) => Some(tokio::spawn(tls.clone().watch_files(addr))),
             _ => None,
         };
         let listener = b.listener.clone();
-        let accept = tokio::spawn(accept_loop(b, state.clone(), tracker.clone()));
+        let accepting = accept_loop(b, state.clone(), tracker.clone(), lot.clone());
+        let accept = tokio::spawn(accepting);
         Running {
             config,
             listener,
@@ -149,7 +156,7 @@ pub(super) fn apply(
         .iter()
         .cloned()
         .zip(bound)
-        .map(|(l, b)| Running::spawn(l, b, state, tracker))
+        .map(|(l, b)| Running::spawn(l, b, state, tracker, &listening.lot))
         .collect();
     // The old loops' sockets close once nothing else holds them (a removed listener).
     old.into_iter().for_each(Running::abort);
