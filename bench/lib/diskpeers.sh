@@ -44,7 +44,9 @@ peers_prepare() {
             chown -R proxy:proxy "$d" "$cache"
             squid -z -N -n "sepiadisk$PORT" -f "$d/squid.conf" >> "$PEER_LOG" 2>&1
             PEER_CMD=(squid --foreground -n "sepiadisk$PORT" -f "$d/squid.conf")
-            PEER_DONE=(--done-log "$d/cache.log" --done-regex 'Finished rebuilding storage from disk') ;;
+            # the disker's line (kid1 the worker, kid2 the disker, kid3 the coordinator): the
+            # worker logs its own "Finished rebuilding" at once, having nothing to scan
+            PEER_DONE=(--done-log "$d/cache.log" --done-regex 'kid2\| Finished rebuilding storage from disk') ;;
         ats)
             mkdir -p "$d/etc" "$d/var" "$d/run" "$d/log" "$d/data" "$cache"
             cp -r /etc/trafficserver/. "$d/etc/"

@@ -7,8 +7,8 @@ Per target and object count (the last fill of each pair wins): fill time and rat
 used, then medians over the starts after a clean stop and after kill -9 of: first disk hit,
 99 % of the 1,000-object sample answered from disk, index complete; and memory per stored
 object = (memory after the start with the index complete - memory of the empty-cache start)
-/ objects, by Pss_Anon + Pss_Shmem (heap and shared memory, counted once) and by the sum of
-VmRSS; the memory is the
+/ objects, as Pss_Anon plus shared memory (the larger of Pss_Shmem and the Shmem the stop
+gave back: see disk_peer_restart.py) and as the sum of VmRSS; the memory is the
 `index` start's (nothing asked for) when the run has one, else the timed starts' median.
 """
 import json, statistics, sys
@@ -17,6 +17,22 @@ import json, statistics, sys
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
+
+
+def parts(r):
+    """(anonymous, shared) bytes of one record: Pss_Anon, and the larger of Pss_Shmem and
+    the Shmem its stop gave back (older records: anon+shmem Pss only, as anonymous)."""
+    if "anon_bytes" not in r:
+        return r.get("anon_shmem_bytes"), 0
+    mapped = r["anon_shmem_bytes"] - r["anon_bytes"]
+    return r["anon_bytes"], max(mapped, r.get("shmem_freed_bytes") or 0)
+
+
+def ram(r, empty):
+    (a1, s1), (a0, s0) = parts(r), parts(empty)
+    if a1 is None or a0 is None:
+        return None
+    return (a1 + s1) - (a0 + s0)
 
 
 def fmt_ms(x):
@@ -44,7 +60,7 @@ def main(path):
                 g["index"] = r["r"]
             else:
                 g[r["case"].split("-")[0]].append(r["r"])
-    print("| objects | target | fill | disk used | start after | first disk hit | 99 % of sample | index complete | anon+shmem per object | RSS per object | starts |")
+    print("| objects | target | fill | disk used | start after | first disk hit | 99 % of sample | index complete | RAM per object | RSS per object | starts |")
     print("|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     order = {"sepia": 0, "nginx": 1, "squid": 2, "ats": 3}
     for (n, t) in sorted(groups, key=lambda k: (k[0], order.get(k[1], 9))):
@@ -60,8 +76,7 @@ def main(path):
             # memory from the start that asked for nothing when there is one (the timed starts
             # hold the 1,000 sample objects in their memory tier too)
             mem = [g["index"]] if g["index"] else ok
-            pss = med([(r["anon_shmem_bytes"] - g["empty"]["anon_shmem_bytes"]) / n for r in mem
-                       if "anon_shmem_bytes" in r and "anon_shmem_bytes" in g["empty"]])
+            pss = med([ram(r, g["empty"]) / n for r in mem if ram(r, g["empty"]) is not None])
             rss = med([(r["rss_bytes"] - g["empty"]["rss_bytes"]) / n for r in mem])
             hits = med([r.get("sample_hits") for r in rs])
             p99 = med([r.get("p99_ms") for r in rs])

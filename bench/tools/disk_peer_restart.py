@@ -26,7 +26,9 @@ Records the time just before exec, then
      shared memory such as nginx's keys zone or Squid's shared index, counted once, not once
      per process that maps it; without the file-backed pages, whose Pss moves with whatever
      else maps the same binary and libraries, such as a second run beside this one).
-Then stops the target by its pid (SIGTERM and wait, or SIGKILL) unless `--then keep`. Prints
+Then stops the target by its pid (SIGTERM and wait, or SIGKILL) unless `--then keep`, and
+records how much of the system's Shmem the stop gave back (`shmem_freed_bytes`: shared
+memory no live process maps, such as nginx's keys zone after its loader exits). Prints
 one JSON line. With an empty --sample it only waits for the first answer of any kind (an
 empty-cache start: the memory baseline).
 """
@@ -39,7 +41,7 @@ from proc import tree  # noqa: E402
 def memory(root):
     """(sum of VmRSS, sum of Pss, sum of Pss_Anon + Pss_Shmem, [(pid, name, rss, pss)]) over
     the tree, bytes."""
-    rss = pss = private = 0
+    rss = pss = private = anon = 0
     procs = []
     for p in tree(root):
         r = s = a = 0
@@ -54,6 +56,8 @@ def memory(root):
                         s = int(line.split()[1]) * 1024
                     elif line.startswith(("Pss_Anon:", "Pss_Shmem:")):
                         a += int(line.split()[1]) * 1024
+                        if line.startswith("Pss_Anon:"):
+                            anon += int(line.split()[1]) * 1024
             with open(f"/proc/{p}/cmdline", "rb") as f:
                 name = f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:60]
         except OSError:
@@ -62,7 +66,18 @@ def memory(root):
         pss += s
         private += a
         procs.append((p, name, r, s))
-    return rss, pss, private, procs
+    return rss, pss, private, anon, procs
+
+
+def system_shmem():
+    """The system's Shmem (/proc/meminfo), bytes: shared memory resident whether or not a
+    process maps it now. nginx's keys zone is filled by its cache loader, which then exits:
+    no process that remains has touched those pages, so no Pss shows them."""
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("Shmem:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def cmdlines(root):
@@ -207,14 +222,16 @@ def main():
         time.sleep(0.1)
     out["index_done_ms"] = ms()
     time.sleep(a.settle)
-    rss, pss, anon, procs = memory(p.pid)
-    out["rss_bytes"], out["pss_bytes"], out["anon_shmem_bytes"] = rss, pss, anon
+    rss, pss, anon_shmem, anon, procs = memory(p.pid)
+    out["rss_bytes"], out["pss_bytes"], out["anon_shmem_bytes"] = rss, pss, anon_shmem
+    out["anon_bytes"] = anon
     out["procs"] = [{"pid": q, "cmd": n, "rss": r, "pss": s} for q, n, r, s in procs]
     out["exited_early"] = p.poll()
     if a.then == "keep":
         print(json.dumps(out)); sys.stdout.flush()
         os._exit(0)
     t1 = time.monotonic()
+    shmem_before = system_shmem()
     p.send_signal(signal.SIGTERM if a.then == "term" else signal.SIGKILL)
     if a.then == "kill":
         # the whole tree: nginx's workers, Squid's kids
@@ -234,6 +251,9 @@ def main():
             break
         time.sleep(0.1)
     out["stop_ms"] = round((time.monotonic() - t1) * 1000, 1)
+    time.sleep(0.2)
+    # what the stop gave back (other processes' changes meanwhile are noise in this figure)
+    out["shmem_freed_bytes"] = shmem_before - system_shmem()
     out["exit"] = p.returncode
     print(json.dumps(out))
 
