@@ -13,6 +13,7 @@ pub mod model;
 mod access;
 mod admin;
 mod auth;
+mod diff;
 mod error;
 mod origin_tls;
 mod raw;
@@ -25,6 +26,7 @@ use std::path::Path;
 
 use toml::Spanned;
 
+pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,

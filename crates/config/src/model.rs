@@ -110,6 +110,10 @@ pub struct Server {
     /// `shutdown_grace`: on SIGTERM/SIGINT the proxy stops accepting and lets in-flight requests
     /// finish for up to this long before closing what is left.
     pub shutdown_grace: Duration,
+    /// `pid_file`: where the process writes its id at start (and the configuration it runs,
+    /// beside it as `<pid_file>.running.toml`), so that `sepia reload`, `sepia upgrade` and
+    /// `sepia check` find it, as `nginx -s reload` does. `None`: not written.
+    pub pid_file: Option<std::path::PathBuf>,
     /// `log_format`: how Sepia's own event log (stderr) is written.
     pub log_format: EventLogFormat,
     /// `log_level`: the least severe event logged (`SEPIA_LOG` overrides it).

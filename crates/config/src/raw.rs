@@ -209,6 +209,7 @@ pub(crate) struct RawRefresh {
 pub(crate) struct RawServer {
     pub workers: Bounded<0, MAX_WORKERS>,
     pub shutdown_grace: Parsed<Duration>,
+    pub pid_file: Option<std::path::PathBuf>,
     pub log_format: Parsed<EventLogFormat>,
     pub log_level: Parsed<EventLogLevel>,
 }
@@ -218,6 +219,7 @@ impl Default for RawServer {
         RawServer {
             workers: Bounded(0),
             shutdown_grace: Parsed(Duration::from_secs(30)),
+            pid_file: None,
             log_format: Parsed(EventLogFormat::Text),
             log_level: Parsed(EventLogLevel::Info),
         }

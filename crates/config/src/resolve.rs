@@ -25,6 +25,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
         server: Server {
             workers: resolve_workers(raw.server.workers.as_usize()),
             shutdown_grace: raw.server.shutdown_grace.0,
+            pid_file: raw.server.pid_file,
             log_format: raw.server.log_format.0,
             log_level: raw.server.log_level.0,
         },
