@@ -83,7 +83,14 @@ fn all_origins_down_answers_503_at_once_then_a_restarted_origin_comes_back() {
     let addr = free_addr();
     let (sepia, base) = start(&[&format!("http://{addr}")]);
     for i in 0..FAIL_AFTER {
-        get(&sepia, &format!("/hello/{i}")).assert_status(502);
+        // Refused at once (502); on a loaded machine a connect may time out instead (504).
+        let r = get(&sepia, &format!("/hello/{i}"));
+        assert!(
+            r.exit_code == 0 && matches!(r.status, 502 | 504),
+            "{} {}",
+            r.status,
+            r.text()
+        );
     }
     let down_since = Instant::now();
     assert_eq!(origin_up(&base, &addr), Some(0.0));
