@@ -7,15 +7,19 @@
 #                         [--hit-memory SIZE]
 #   bench/disk.sh cold [--sizes 4k,64k] [--hit-objects N] [--duration S] [--conns C]
 #                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches)
+#   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
+#                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P]
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
-RUN=$BENCH_DIR/run-disk
+RUN=${DISK_RUN:-$BENCH_DIR/run-disk}  # DISK_RUN: a second run beside another
 source "$BENCH_DIR/lib/common.sh"
+source "$BENCH_DIR/lib/diskpeers.sh"
 
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
 FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
+TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
 ORIGIN_PORT=18480 PORT=18481
@@ -33,6 +37,10 @@ while (($#)); do
         --nginx) NGINX=1 ;;
         --hit-memory) HIT_MEMORY=$2; shift ;;
         --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
+        --targets) TARGETS=$2; shift ;;
+        --fill-conns) FILL_CONNS=$2; shift ;;
+        --peer-memory-mb) PEER_MEM_MB=$2; shift ;;
+        --peer-disk-mb) PEER_DISK_MB=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --disk-root) DISK_ROOT=$2; shift ;;
         --port) PORT=$2; ORIGIN_PORT=$(($2 - 1)); shift ;;
@@ -40,7 +48,7 @@ while (($#)); do
     esac
     shift
 done
-[[ $MODE == restart || $MODE == hitcost || $MODE == cold ]] || { sed -n 2,9p "$0"; exit 2; }
+[[ $MODE == restart || $MODE == hitcost || $MODE == cold || $MODE == peers ]] || { sed -n 2,11p "$0"; exit 2; }
 [[ -x $SEPIA_BIN ]] || { echo "no Sepia binary at $SEPIA_BIN (build with cargo build --release -p sepia or pass --sepia-bin)" >&2; exit 1; }
 trap cleanup EXIT
 raise_fd_limit
@@ -53,6 +61,8 @@ start_origin() {
     head -c 4096 /dev/zero | tr '\0' 'a' > "$RUN/www/4k"
     head -c 65536 /dev/zero | tr '\0' 'b' > "$RUN/www/64k"
     head -c 1048576 /dev/zero | tr '\0' 'c' > "$RUN/www/1m"
+    local k
+    for k in 1 2 3 4; do head -c $((k * 1024)) /dev/zero | tr '\0' 'd' > "$RUN/www/d$k"; done
     chmod -R a+rX "$RUN/www"
     render "$BENCH_DIR/peers/disk/origin.nginx.conf" "$dir/nginx.conf" "$ORIGIN_PORT"
     launch "$LOAD_CPU" "$dir/stderr.log" nginx -p "$dir/" -c "$dir/nginx.conf" -g 'daemon off;'
@@ -278,4 +288,5 @@ case $MODE in
     restart) restart_bench ;;
     hitcost) hitcost_bench ;;
     cold) cold_bench ;;
+    peers) peers_bench ;;
 esac

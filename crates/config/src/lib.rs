@@ -13,6 +13,7 @@ pub mod model;
 mod access;
 mod admin;
 mod auth;
+mod diff;
 mod error;
 mod origin_tls;
 mod raw;
@@ -25,12 +26,13 @@ use std::path::Path;
 
 use toml::Spanned;
 
+pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,
     EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch,
-    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, RefreshRule, Route,
-    Server, Timeouts, XForwardedFor,
+    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, OriginHealth,
+    RefreshRule, Route, Server, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
@@ -118,6 +120,7 @@ impl Config {
             tls_server_name: None,
             tls_insecure_skip_verify: None,
             http2: false,
+            health: Default::default(),
         };
         Config::quick(listen, Mode::Reverse, workers, Some(route), tls)
     }

@@ -110,6 +110,10 @@ pub struct Server {
     /// `shutdown_grace`: on SIGTERM/SIGINT the proxy stops accepting and lets in-flight requests
     /// finish for up to this long before closing what is left.
     pub shutdown_grace: Duration,
+    /// `pid_file`: where the process writes its id at start (and the configuration it runs,
+    /// beside it as `<pid_file>.running.toml`), so that `sepia reload`, `sepia upgrade` and
+    /// `sepia check` find it, as `nginx -s reload` does. `None`: not written.
+    pub pid_file: Option<std::path::PathBuf>,
     /// `log_format`: how Sepia's own event log (stderr) is written.
     pub log_format: EventLogFormat,
     /// `log_level`: the least severe event logged (`SEPIA_LOG` overrides it).
@@ -370,6 +374,27 @@ pub struct Route {
     /// `h2, http/1.1` and spoken to in the protocol it picks (RFC 9113 §3.2); an `http://`
     /// origin is spoken to in HTTP/2 with prior knowledge (h2c, RFC 9113 §3.3).
     pub http2: bool,
+    /// `[route.health]`: when the route's origins are marked down.
+    pub health: OriginHealth,
+}
+
+/// `[route.health]`: passive health. `fail_after` consecutive failures to connect to an
+/// origin mark it down; requests skip it for `down_for`, then one trial request decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OriginHealth {
+    /// `fail_after` (1 to 1000; default 3).
+    pub fail_after: u32,
+    /// `down_for` (default "10s"; at least one second).
+    pub down_for: Duration,
+}
+
+impl Default for OriginHealth {
+    fn default() -> Self {
+        OriginHealth {
+            fail_after: 3,
+            down_for: Duration::from_secs(10),
+        }
+    }
 }
 
 /// `[access_log] path`.

@@ -209,6 +209,7 @@ pub(crate) struct RawRefresh {
 pub(crate) struct RawServer {
     pub workers: Bounded<0, MAX_WORKERS>,
     pub shutdown_grace: Parsed<Duration>,
+    pub pid_file: Option<std::path::PathBuf>,
     pub log_format: Parsed<EventLogFormat>,
     pub log_level: Parsed<EventLogLevel>,
 }
@@ -218,6 +219,7 @@ impl Default for RawServer {
         RawServer {
             workers: Bounded(0),
             shutdown_grace: Parsed(Duration::from_secs(30)),
+            pid_file: None,
             log_format: Parsed(EventLogFormat::Text),
             log_level: Parsed(EventLogLevel::Info),
         }
@@ -361,6 +363,26 @@ pub(crate) struct RawRoute {
     /// Speak HTTP/2 to the route's origins where they can (`Route::http2`).
     #[serde(default)]
     pub http2: bool,
+    /// `[route.health]`: passive health of the route's origins (`Route::health`).
+    #[serde(default)]
+    pub health: RawHealth,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(default, deny_unknown_fields)]
+pub(crate) struct RawHealth {
+    pub fail_after: Bounded<1, 1000>,
+    pub down_for: Spanned<Parsed<Duration>>,
+}
+
+impl Default for RawHealth {
+    fn default() -> Self {
+        let health = crate::model::OriginHealth::default();
+        RawHealth {
+            fail_after: Bounded(u64::from(health.fail_after)),
+            down_for: Spanned::new(0..0, Parsed(health.down_for)),
+        }
+    }
 }
 
 #[derive(Deserialize, Debug)]

@@ -3,6 +3,7 @@
 //! resolution of `workers = 0`.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::model::{
@@ -24,6 +25,7 @@ pub(crate) fn resolve(raw: RawFile, file: &str, text: &str) -> Result<Config, Co
         server: Server {
             workers: resolve_workers(raw.server.workers.as_usize()),
             shutdown_grace: raw.server.shutdown_grace.0,
+            pid_file: raw.server.pid_file,
             log_format: raw.server.log_format.0,
             log_level: raw.server.log_level.0,
         },
@@ -323,12 +325,27 @@ fn resolve_routes(
                 "a route needs at least one origin",
             ));
         }
+        let down_for_span = raw.health.down_for.span();
+        let down_for = raw.health.down_for.into_inner().0;
+        if down_for < Duration::from_secs(1) {
+            return Err(ConfigError::at(
+                file,
+                text,
+                Some(down_for_span),
+                Some(format!("route[{index}].health.down_for")),
+                "must be at least 1s",
+            ));
+        }
         routes.push(Route {
             host,
             origins,
             host_header: raw.host_header.0,
             tls,
             http2: raw.http2,
+            health: crate::model::OriginHealth {
+                fail_after: raw.health.fail_after.0 as u32,
+                down_for,
+            },
         });
     }
     Ok(routes)

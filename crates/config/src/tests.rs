@@ -55,6 +55,10 @@ host_header = "static.example.com"
 host = "*"
 origins = ["http://127.0.0.1:9000"]
 
+[route.health]
+fail_after = 5
+down_for = "30s"
+
 [access_log]
 path = "/var/log/sepia/access.log"
 format = "combined"
@@ -163,6 +167,14 @@ fn full_file_sets_every_key() {
     assert_eq!(config.forward.allow.len(), 3);
     assert_eq!(config.forward.allow[1].to_string(), "::1/128");
     assert_eq!(config.forward.connect_ports, vec![443, 8443]);
+    assert_eq!(config.routes[0].health, OriginHealth::default());
+    assert_eq!(
+        config.routes[2].health,
+        OriginHealth {
+            fail_after: 5,
+            down_for: Duration::from_secs(30),
+        }
+    );
     assert_eq!(
         config.routes[0],
         Route {
@@ -182,6 +194,7 @@ fn full_file_sets_every_key() {
             host_header: HostHeader::Origin,
             tls: Default::default(),
             http2: false,
+            health: Default::default(),
         }
     );
     assert_eq!(
@@ -299,6 +312,20 @@ fn errors_name_file_line_and_key() {
         (
             format!("{LISTENER}[[route]]\nhost = \"a\"\norigins = []\n"),
             "t.toml:6: key 'route[0].origins': a route needs at least one origin",
+        ),
+        (
+            format!(
+                "{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"http://a\"]\n\
+                 [route.health]\ndown_for = \"0s\"\n"
+            ),
+            "t.toml:8: key 'route[0].health.down_for': must be at least 1s",
+        ),
+        (
+            format!(
+                "{LISTENER}[[route]]\nhost = \"a\"\norigins = [\"http://a\"]\n\
+                 [route.health]\nfail_after = 0\n"
+            ),
+            "t.toml:8: key 'route[0].health.fail_after': 0 is out of range (expected 1 to 1000)",
         ),
         (
             format!("{LISTENER}[[route]]\norigins = [\"http://a\"]\n"),

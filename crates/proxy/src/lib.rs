@@ -27,4 +27,4 @@ mod transport;
 mod upstream;
 
 pub use front::burst::worker_parks;
-pub use server::Server;
+pub use server::{Reloader, Server};

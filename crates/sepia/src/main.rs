@@ -1,21 +1,20 @@
 //! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
 //! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
-//! the access log file (log rotation). Under systemd (`Type=notify`) it reports readiness and
+//! the access log file (log rotation), SIGHUP reloads the configuration file (`reload.rs`).
+//! Under systemd (`Type=notify`) it reports readiness and
 //! shutdown through `$NOTIFY_SOCKET` (see `notify`).
 
 mod generate;
 mod import_squid;
 mod notify;
+mod reload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use sepia_config::{
-    Config, EventLogFormat, ListenerTls, LogFormat as CfgFormat, LogTarget, QuickCache,
-};
-use sepia_observe::{AccessLog, AccessLogWriter, LogFormat, LogReopen, LogSink};
+use sepia_config::{Config, EventLogFormat, ListenerTls, QuickCache};
 use sepia_proxy::Server;
 
 /// Sepia, a caching HTTP proxy. With no arguments it runs the built-in default: a forward
@@ -36,8 +35,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate the configuration file and exit (0 when valid).
+    /// Validate the configuration file and exit (0 when valid). With a running Sepia found
+    /// through `[server] pid_file`, also print what a reload would change.
     Check,
+    /// Validate the configuration file, then ask the running Sepia (`[server] pid_file`) to
+    /// reload it (SIGHUP). An invalid file is reported and nothing is signalled.
+    Reload,
     /// Quick start: an accelerator in front of one or more origins.
     Reverse {
         /// Address to listen on, e.g. 0.0.0.0:80 or [::]:8080.
@@ -227,7 +230,11 @@ fn main() -> ExitCode {
     }
     if let (Some(Command::Check), Some(path)) = (&cli.command, &cli.config) {
         println!("sepia: {} is valid", path.display());
+        reload::print_changes(&config);
         return ExitCode::SUCCESS;
+    }
+    if let Some(Command::Reload) = &cli.command {
+        return reload::signal_reload(&config);
     }
     let format = match cli.log_format {
         Some(LogFormatArg::Text) => EventLogFormat::Text,
@@ -235,7 +242,9 @@ fn main() -> ExitCode {
         None => config.server.log_format,
     };
     init_tracing(format, config.server.log_level.as_str());
-    match run(config) {
+    // SIGHUP re-reads the file Sepia was started with (none for a quick start or the default).
+    let file = cli.config.filter(|_| cli.command.is_none());
+    match run(config, file) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Through the event log, so that a JSON log stays JSON to its last line.
@@ -304,7 +313,8 @@ fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
     builder
 }
 
-fn run(config: Config) -> std::io::Result<()> {
+/// `file`: the configuration file SIGHUP re-reads (none for a quick start or the default).
+fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
     raise_descriptor_limit();
     let runtime = runtime_builder(config.server.workers)
         .thread_name("sepia-worker")
@@ -313,33 +323,19 @@ fn run(config: Config) -> std::io::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let format = match config.access_log.format {
-            CfgFormat::Squid => LogFormat::Squid,
-            CfgFormat::Combined => LogFormat::Combined,
-            CfgFormat::Json => LogFormat::Json,
-        };
-        let (log, writer) = match &config.access_log.target {
-            LogTarget::Off => (AccessLog::disabled(), None),
-            LogTarget::Stdout => {
-                let (l, w) = AccessLogWriter::spawn(LogSink::Stdout, format)?;
-                (l, Some(w))
-            }
-            LogTarget::File(p) => {
-                let (l, w) =
-                    AccessLogWriter::spawn(LogSink::File(p.clone()), format).map_err(|e| {
-                        std::io::Error::new(e.kind(), format!("access log {}: {e}", p.display()))
-                    })?;
-                (l, Some(w))
-            }
-        };
-        // Installed whatever the log target: SIGUSR1's default action would kill the process.
-        let reopen = match (&config.access_log.target, &writer) {
-            (LogTarget::File(_), Some(w)) => Some(w.reopen_handle()),
-            _ => None,
-        };
-        let rotation = tokio::spawn(reopen_on_sigusr1(reopen)?);
+        let logs = reload::Logs::open(&config)?;
+        let log = logs.log.clone();
+        let pid_file = config.server.pid_file.clone();
+        let text = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
+        let config = Arc::new(config);
         let shutdown = shutdown_signal()?;
-        let server = Server::bind(Arc::new(config), log)?;
+        let server = Server::bind(config.clone(), log)?;
+        // Installed whatever the log target: SIGUSR1's and SIGHUP's default actions would kill
+        // the process.
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let signals =
+            reload::handle_signals(logs, file, pid_file.clone(), server.reloader(), stopped)?;
+        let signals = tokio::spawn(signals);
         let addrs = server.local_addrs();
         for addr in &addrs {
             tracing::info!("listening on {addr}");
@@ -347,6 +343,7 @@ fn run(config: Config) -> std::io::Result<()> {
         if let Some(addr) = server.admin_addr() {
             tracing::info!("admin listener on {addr}");
         }
+        reload::record_running(pid_file.as_deref(), text.as_deref());
         let status = serving_status(&addrs);
         // `run` polls this future once its accept loops are spawned: only then is Sepia ready.
         server
@@ -356,40 +353,28 @@ fn run(config: Config) -> std::io::Result<()> {
                 notify::stopping("shutting down: finishing in-flight requests");
             })
             .await;
-        rotation.abort();
-        if let Some(w) = writer {
+        let _ = stop.send(());
+        if let Ok(logs) = signals.await {
             // Connections still open past the grace period hold log handles; do not wait on them.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), w.finish()).await;
+            let finish = finish_logs(logs.writers());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), finish).await;
         }
+        reload::remove_pid_file(&config);
         Ok(())
     })
+}
+
+/// Waits for every access log writer to write what it was given.
+async fn finish_logs(writers: Vec<sepia_observe::AccessLogWriter>) {
+    for w in writers {
+        w.finish().await;
+    }
 }
 
 /// The `STATUS=` line of a serving Sepia, for `systemctl status`.
 fn serving_status(addrs: &[std::net::SocketAddr]) -> String {
     let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
     format!("serving on {}", addrs.join(", "))
-}
-
-/// Registers the SIGUSR1 handler now (so a signal right after start-up is not fatal) and
-/// returns the task that asks the log writer to reopen its file on each one: logrotate's
-/// "rename, then signal" (`postrotate kill -USR1 …`). A stdout or disabled log ignores it.
-fn reopen_on_sigusr1(
-    reopen: Option<LogReopen>,
-) -> std::io::Result<impl std::future::Future<Output = ()>> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut usr1 = signal(SignalKind::user_defined1())?;
-    Ok(async move {
-        while usr1.recv().await.is_some() {
-            match &reopen {
-                Some(reopen) => {
-                    tracing::info!("SIGUSR1: reopening the access log");
-                    reopen.request();
-                }
-                None => tracing::debug!("SIGUSR1: no access log file to reopen"),
-            }
-        }
-    })
 }
 
 /// Registers the SIGTERM and SIGINT handlers now, before readiness is announced (a service

@@ -33,8 +33,6 @@ pub fn stopping(status: &str) {
 /// `RELOADING=1`: a configuration reload has begun; call [`ready`] when it is done (either way:
 /// an invalid file leaves the running configuration serving). `MONOTONIC_USEC` is what
 /// `Type=notify-reload` (systemd 253) wants beside it, and older managers ignore it.
-// Called by the reload and upgrade paths (issue 22, items 2 and 3), built beside this.
-#[allow(dead_code)]
 pub fn reloading() {
     let usec = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
         .map(|t| t.tv_sec() as u128 * 1_000_000 + t.tv_nsec() as u128 / 1_000)

@@ -401,3 +401,27 @@ fn a_writer_sees_the_head_it_published_as_collapsed_readers_do() {
     b.append(Bytes::from_static(b"abc"));
     assert!(matches!(b.finish(), Ok(FinishOutcome::Stored(_))));
 }
+
+#[test]
+fn a_smaller_budget_evicts_until_the_objects_fit_and_a_larger_one_admits_more() {
+    let s = store(64 * 1024, 8 * 1024, 4);
+    for i in 0..50 {
+        let key = format!("/o/{i}");
+        expect_stored(store_object(&s, key.as_bytes(), b"", &pattern(1000, 0), 0));
+    }
+    let full = s.stats();
+    assert!(full.bytes > 40 * 1024, "filled: {}", full.bytes);
+    s.set_budget(16 * 1024);
+    let shrunk = s.stats();
+    assert!(shrunk.bytes <= 16 * 1024, "still {} bytes", shrunk.bytes);
+    assert_eq!(shrunk.budget_bytes, 16 * 1024);
+    assert!(shrunk.evictions > full.evictions);
+    s.assert_consistent(true);
+    s.set_budget(128 * 1024);
+    for i in 0..100 {
+        let key = format!("/p/{i}");
+        expect_stored(store_object(&s, key.as_bytes(), b"", &pattern(1000, 0), 0));
+    }
+    assert!(s.stats().bytes > 64 * 1024, "the larger budget is used");
+    s.assert_consistent(true);
+}

@@ -60,6 +60,9 @@ pub trait Store<M>: Send + Sync {
     /// Makes what the store holds durable before the process exits (a disk tier flushes and
     /// checkpoints); lookups may continue meanwhile. Nothing to do for memory alone.
     fn close(&self) {}
+    /// Changes the memory tier's byte budget (a configuration reload); shrinking evicts
+    /// (demoting to a disk tier as eviction always does).
+    fn set_memory_budget(&self, bytes: u64);
 }
 
 /// A selector accepting the variant whose secondary key equals `secondary` (the common

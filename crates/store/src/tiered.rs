@@ -712,6 +712,10 @@ impl<M> SegmentBodies<M> {
 }
 
 impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
+    fn set_memory_budget(&self, bytes: u64) {
+        self.memory.set_budget(bytes);
+    }
+
     fn lookup(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {
         TieredStore::lookup(self, primary, select)
     }

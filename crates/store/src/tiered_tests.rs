@@ -81,6 +81,9 @@ impl Store<Meta> for Tiered {
     fn stats(&self) -> StoreStats {
         self.store.stats()
     }
+    fn set_memory_budget(&self, bytes: u64) {
+        self.store.set_memory_budget(bytes);
+    }
 }
 
 mod suite {

@@ -74,7 +74,7 @@ impl Admin {
     }
 
     /// Serves until the task is dropped.
-    pub async fn run(self: Arc<Self>, state: Arc<State>) {
+    pub async fn run(self: Arc<Self>, mut state: Arc<State>) {
         // Ends with this task (the server aborts it when it stops).
         let _collector = AbortOnDrop(tokio::spawn(collect_samples(self.clone())));
         loop {
@@ -82,6 +82,10 @@ impl Admin {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             };
+            // After a reload: report on and purge through the newest configuration.
+            if let Some(newer) = State::newest(&state) {
+                state = newer;
+            }
             let (admin, state) = (self.clone(), state.clone());
             tokio::spawn(async move { admin.serve(stream, peer, &state).await });
         }
@@ -179,6 +183,7 @@ impl Admin {
             purges: std::array::from_fn(|i| self.purges[i].load(Relaxed)),
             process: process::Process::read(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
+            origins: state.upstreams.origin_health(),
         }
     }
 

@@ -26,6 +26,8 @@ pub struct Gathered {
     pub purges: [u64; 3],
     pub process: Process,
     pub uptime_seconds: f64,
+    /// Each route origin's passive health: (route host, origin, up).
+    pub origins: Vec<(String, String, bool)>,
 }
 
 /// The purge kinds, the `kind` label of `sepia_purges`.
@@ -109,7 +111,17 @@ impl Gathered {
                 "sepia_revalidations",
                 labelled("outcome", &revals, &r.revalidations),
             ),
+            ("sepia_origin_up", self.origin_up()),
         ]
+    }
+
+    /// `sepia_origin_up`: 1 per route origin that is up, 0 for one marked down.
+    fn origin_up(&self) -> Samples<'_> {
+        let all = self.origins.iter().map(|(route, origin, up)| {
+            let labels = vec![("route", route.as_str()), ("origin", origin.as_str())];
+            (labels, if *up { 1.0 } else { 0.0 })
+        });
+        Samples::Values(all.collect())
     }
 
     /// The store's counts (memory and disk tiers) and the purges.
@@ -248,6 +260,14 @@ impl std::fmt::Debug for Samples<'_> {
     }
 }
 
+/// Each route origin's passive health, for `/stats` and the dashboard.
+fn origins_json(origins: &[(String, String, bool)]) -> Value {
+    let all = origins
+        .iter()
+        .map(|(route, origin, up)| json!({"route": route, "origin": origin, "up": up}));
+    Value::Array(all.collect())
+}
+
 /// `/stats`: the same figures as JSON, plus the top lists.
 pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], bans: usize) -> Value {
     let (mut total, mut hits, mut bytes, mut hit_bytes) = (0u64, 0u64, 0u64, 0u64);
@@ -302,6 +322,7 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         "first_byte": histograms(&g.requests.first_byte),
         "client_connections_open": g.client_connections_open,
         "origin_connections": three(["opened", "reused", "failed"], &g.requests.origin),
+        "origins": origins_json(&g.origins),
         "revalidations": three(["not_modified", "modified", "failed"], &g.requests.revalidations),
         "cache": {
             "objects": s.objects, "bytes": s.bytes, "budget_bytes": s.budget_bytes,

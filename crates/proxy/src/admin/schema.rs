@@ -58,6 +58,7 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_client_connections_open", Gauge, &[], "Client connections open (busy, idle and parked)."),
     family("sepia_origin_connections", Counter, &["event"], "Origin connections opened, reused from the pool, or failed to open (refused, timed out, TLS refused)."),
     family("sepia_revalidations", Counter, &["outcome"], "Revalidations of stored responses (RFC 9111 section 4.3), foreground and background: not_modified (304), modified (replaced), failed."),
+    family("sepia_origin_up", Gauge, &["route", "origin"], "Whether a route's origin is up (1) or marked down (0) by passive health: consecutive connection failures skip it for a while."),
     family("sepia_cache_objects", Gauge, &[], "Objects (variants) in the memory store."),
     family("sepia_cache_bytes", Gauge, &[], "Bytes accounted against the memory budget."),
     family("sepia_cache_budget_bytes", Gauge, &[], "The memory store's byte budget (cache.memory)."),
@@ -187,6 +188,7 @@ mod tests {
         let gathered = Gathered {
             requests: metrics::snapshot(),
             listeners: vec!["127.0.0.1:3128".into()],
+            origins: vec![("*".into(), "127.0.0.1:8080".into(), false)],
             ..Gathered::default()
         };
         let text = metrics_text(gathered);

@@ -10,6 +10,7 @@ mod persist;
 mod publish;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use nix::sys::resource::{getrlimit, Resource};
 use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
@@ -28,7 +29,8 @@ pub use publish::{
 pub const CACHE_NAME: &str = "sepia";
 
 pub struct Cache {
-    pub store: Box<dyn Store<Meta>>,
+    /// Shared with the cache of a reloaded configuration (`Cache::reconfigured`).
+    pub store: Arc<dyn Store<Meta>>,
     /// The policy of each listener, in `config.listeners` order: the same rules, each with its
     /// listener's targeted fields (RFC 9213).
     policies: Vec<PolicyConfig>,
@@ -38,8 +40,9 @@ pub struct Cache {
     /// A piece of a representation (RFC 9111 §3.3) has been kept since start: until then a
     /// miss does not look for one to complete, which would cost every miss a lookup.
     pieces_kept: AtomicBool,
-    /// Purges by prefix and tag, applied when a lookup finds a condemned object.
-    pub bans: Bans,
+    /// Purges by prefix and tag, applied when a lookup finds a condemned object. Shared with
+    /// the cache of a reloaded configuration, as the store is.
+    pub bans: Arc<Bans>,
 }
 
 impl Cache {
@@ -78,21 +81,7 @@ impl Cache {
         if !config.enabled {
             return Ok(None);
         }
-        let mut policy = PolicyConfig::builder()
-            .shared(true)
-            .heuristic_percent(config.heuristic_percent)
-            .heuristic_max(config.heuristic_max.as_secs());
-        for rule in &config.refresh {
-            policy = policy.refresh_rule(
-                &rule.pattern,
-                HeuristicRule {
-                    min: rule.min.as_secs(),
-                    percent: rule.percent,
-                    max: rule.max.as_secs(),
-                },
-            );
-        }
-        let policy = policy.build().map_err(|e| e.to_string())?;
+        let policy = base_policy(config)?;
         let memory = StoreConfig {
             budget_bytes: config.memory_bytes,
             max_object_bytes: config.max_object_bytes,
@@ -101,8 +90,8 @@ impl Cache {
             body_file_home: body_file_home(config)?,
             ..StoreConfig::default()
         };
-        let store: Box<dyn Store<Meta>> = if config.disks.is_empty() {
-            Box::new(MemoryStore::new(memory))
+        let store: Arc<dyn Store<Meta>> = if config.disks.is_empty() {
+            Arc::new(MemoryStore::new(memory))
         } else {
             let disks = config.disks.iter().map(disk_config).collect();
             // Disk bodies from the sendfile size up are sent from their segment file.
@@ -111,21 +100,73 @@ impl Cache {
                 segment_body_min,
                 ..TieredConfig::new(memory, disks)
             };
-            Box::new(TieredStore::open(tiered))
+            Arc::new(TieredStore::open(tiered))
         };
-        let policies = listeners
-            .iter()
-            .map(|l| policy.with_targets(TargetList::new(&l.targeted_cache_control)))
-            .collect();
         Ok(Some(Cache {
             store,
-            policies,
+            policies: policies(&policy, listeners),
             base: policy,
             config: config.clone(),
             pieces_kept: AtomicBool::new(false),
-            bans: Bans::new(tag_fields),
+            bans: Arc::new(Bans::new(tag_fields)),
         }))
     }
+
+    /// The cache of a reloaded configuration: the same store (resized to `config`'s memory
+    /// budget; shrinking evicts) and purges, with `config`'s freshness rules and listeners.
+    /// What only a restart can change (disks, object size limit, body files) keeps its
+    /// running value; the reload reports it.
+    pub fn reconfigured(
+        &self,
+        config: &CacheConfig,
+        listeners: &[Listener],
+    ) -> Result<Cache, String> {
+        let policy = base_policy(config)?;
+        if config.memory_bytes != self.config.memory_bytes {
+            self.store.set_memory_budget(config.memory_bytes);
+        }
+        Ok(Cache {
+            store: self.store.clone(),
+            policies: policies(&policy, listeners),
+            base: policy,
+            config: CacheConfig {
+                disks: self.config.disks.clone(),
+                max_object_bytes: self.config.max_object_bytes,
+                sendfile_min_bytes: self.config.sendfile_min_bytes,
+                sendfile_dir: self.config.sendfile_dir.clone(),
+                ..config.clone()
+            },
+            pieces_kept: AtomicBool::new(self.may_hold_pieces()),
+            bans: self.bans.clone(),
+        })
+    }
+}
+
+/// The freshness policy of `config` (RFC 9111 §4.2.2 heuristics and `refresh` rules).
+fn base_policy(config: &CacheConfig) -> Result<PolicyConfig, String> {
+    let mut policy = PolicyConfig::builder()
+        .shared(true)
+        .heuristic_percent(config.heuristic_percent)
+        .heuristic_max(config.heuristic_max.as_secs());
+    for rule in &config.refresh {
+        policy = policy.refresh_rule(
+            &rule.pattern,
+            HeuristicRule {
+                min: rule.min.as_secs(),
+                percent: rule.percent,
+                max: rule.max.as_secs(),
+            },
+        );
+    }
+    policy.build().map_err(|e| e.to_string())
+}
+
+/// Each listener's policy: `base` with the listener's targeted fields (RFC 9213).
+fn policies(base: &PolicyConfig, listeners: &[Listener]) -> Vec<PolicyConfig> {
+    listeners
+        .iter()
+        .map(|l| base.with_targets(TargetList::new(&l.targeted_cache_control)))
+        .collect()
 }
 
 /// The store's settings for one `[[cache.disk]]`: its path, size and write budget, the

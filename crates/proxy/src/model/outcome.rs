@@ -44,6 +44,8 @@ pub const LOCAL_ANSWER_TYPE: &[u8] = b"text/plain; charset=utf-8";
 pub struct LocalAnswer {
     pub status: u16,
     pub detail: &'static str,
+    /// Seconds for a Retry-After field (RFC 9110 §10.2.3); 0 for none.
+    pub retry_after: u32,
 }
 
 impl Outcome {
@@ -56,7 +58,11 @@ impl Outcome {
             ResultCode::TagNone
         };
         Outcome {
-            local: Some(LocalAnswer { status, detail }),
+            local: Some(LocalAnswer {
+                status,
+                detail,
+                retry_after: 0,
+            }),
             ..Outcome::answered(status, result)
         }
     }
@@ -83,6 +89,14 @@ impl Outcome {
     /// The client connection closes after this response.
     pub fn closing(mut self) -> Outcome {
         self.close = true;
+        self
+    }
+
+    /// A local answer that tells the client to retry after `secs` seconds (Retry-After).
+    pub fn retrying_after(mut self, secs: u32) -> Outcome {
+        if let Some(local) = &mut self.local {
+            local.retry_after = secs;
+        }
         self
     }
 

@@ -3,8 +3,10 @@
 //! their current response) and give up after the configured grace period.
 
 mod idle_clock;
+mod listen;
 mod parked;
 mod parking_lot;
+mod reload;
 mod tracker;
 
 use std::future::Future;
@@ -12,25 +14,20 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sepia_config::{Config, Mode};
+use sepia_config::Config;
 use sepia_observe::AccessLog;
-use socket2::{Domain, Socket, Type};
-use tokio::net::TcpListener;
 
-use self::parked::{spawn_session, spawn_tls_session, Accepted};
+use self::listen::{bind_listener, Bound};
+use self::parked::Accepted;
 use self::parking_lot::ParkingLot;
+pub use self::reload::Reloader;
+use self::reload::{Listening, ReloadRequest};
 use self::tracker::Tracker;
 use crate::admin::Admin;
 use crate::state::State;
-use crate::transport::intercept;
 use crate::transport::tls::TlsListener;
-use crate::transport::Conn;
 use crate::upstream::TlsClients;
-
-/// Pending connections the kernel queues per listener.
-const BACKLOG: i32 = 4096;
 
 /// The proxy: its listeners and what their sessions share.
 ///
@@ -43,19 +40,11 @@ pub struct Server {
     listeners: Vec<Bound>,
     /// The admin listener, when `[admin]` is configured, and the connection count it reports.
     admin: Option<(Arc<Admin>, Arc<Tracker>)>,
+    /// Reloads asked for by [`Reloader`]s (SIGHUP in the binary).
+    reloads: tokio::sync::mpsc::UnboundedReceiver<ReloadRequest>,
+    reloader: Reloader,
     /// Where idle plain-TCP connections wait, and the epoll set its task waits on.
     lot: (Arc<ParkingLot<Accepted>>, mio::Poll),
-}
-
-/// A listening socket and how its connections are served.
-struct Bound {
-    listener: TcpListener,
-    mode: Mode,
-    spoof_client: bool,
-    /// Its index in the configuration.
-    index: u16,
-    /// TLS termination, when configured.
-    tls: Option<Arc<TlsListener>>,
 }
 
 impl Server {
@@ -63,20 +52,8 @@ impl Server {
     pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            let tls = l.tls.as_ref().map(TlsListener::new).transpose();
-            let tls = tls.map_err(|e| {
-                io::Error::new(e.kind(), format!("TLS of listener {}: {e}", l.address))
-            })?;
-            let listener = bind(l.address, l.mode == Mode::Tproxy).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot listen on {}: {e}", l.address))
-            })?;
-            listeners.push(Bound {
-                listener,
-                mode: l.mode,
-                spoof_client: l.spoof_client,
-                index: u16::try_from(listeners.len()).unwrap_or(u16::MAX),
-                tls: tls.map(Arc::new),
-            });
+            let listener = bind_listener(l)?;
+            listeners.push(Bound::new(Arc::new(listener), l, listeners.len())?);
         }
         let admin = match &config.admin {
             None => None,
@@ -88,6 +65,7 @@ impl Server {
                 Some((Arc::new(Admin::bind(a, names.collect(), open)?), tracker))
             }
         };
+        let (reloader, reloads) = Reloader::new();
         let lot = ParkingLot::new().map_err(|e| {
             io::Error::new(e.kind(), format!("the idle connections' epoll set: {e}"))
         })?;
@@ -95,8 +73,15 @@ impl Server {
             state: Arc::new(State::new(config, log)?),
             listeners,
             admin,
+            reloads,
+            reloader,
             lot,
         })
+    }
+
+    /// A handle that reloads the configuration of this server once it runs.
+    pub fn reloader(&self) -> Reloader {
+        self.reloader.clone()
     }
 
     /// What binding would check beyond the configuration file itself, without binding: every
@@ -126,9 +111,9 @@ impl Server {
         self.admin.as_ref().and_then(|(a, _)| a.local_addr().ok())
     }
 
-    /// Serves until `shutdown` completes, then drains.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let (admin, tracker) = match self.admin {
+    /// Serves until `shutdown` completes, then drains. Reloads are applied meanwhile.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
+        let (admin, tracker) = match self.admin.take() {
             Some((admin, tracker)) => (Some(admin), tracker),
             None => (None, Arc::new(Tracker::new(Arc::default()))),
         };
@@ -137,20 +122,24 @@ impl Server {
         let (lot, poll) = self.lot;
         let (clock, stop) = (tracker.clock.clone(), tracker.shutdown.clone());
         tokio::spawn(lot.clone().run(poll, clock, stop));
-        let mut watchers = Vec::new();
-        for bound in self.listeners {
-            if let (Some(tls), Ok(addr)) = (&bound.tls, bound.listener.local_addr()) {
-                watchers.push(tokio::spawn(tls.clone().watch_files(addr)));
+        let bound = std::mem::take(&mut self.listeners);
+        let mut listening = Listening::start(bound, &self.state, &tracker, lot);
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(request) = self.reloads.recv() => {
+                    let result = reload::apply(&mut self.state, &mut listening, &tracker, request.config, request.log);
+                    let _ = request.done.send(result);
+                }
             }
-            let accepting = accept_loop(bound, self.state.clone(), tracker.clone(), lot.clone());
-            tokio::spawn(accepting);
         }
-        shutdown.await;
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
         tracker.shutdown.begin();
-        watchers.iter().for_each(tokio::task::JoinHandle::abort);
+        listening.stop();
         admin.iter().for_each(tokio::task::JoinHandle::abort);
-        let grace = self.state.config.server.shutdown_grace;
+        let state = State::newest(&self.state).unwrap_or(self.state);
+        let grace = state.config.server.shutdown_grace;
         if tokio::time::timeout(grace, tracker.all_done())
             .await
             .is_err()
@@ -162,7 +151,6 @@ impl Server {
         }
         // A disk tier flushes what it buffers and checkpoints its index, so the next start
         // loads the index instead of scanning the segments (blocking I/O: off the workers).
-        let state = self.state.clone();
         let closing = tokio::task::spawn_blocking(move || {
             if let Some(cache) = &state.cache {
                 cache.store.close();
@@ -174,80 +162,15 @@ impl Server {
     }
 }
 
-fn bind(addr: SocketAddr, transparent: bool) -> io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    // Restarting Sepia must not wait for old connections in TIME_WAIT.
-    socket.set_reuse_address(true)?;
-    if transparent {
-        // TPROXY delivers connections addressed to other hosts only to IP_TRANSPARENT sockets
-        // (needs CAP_NET_ADMIN). Linux accepts the IPv4-level option on IPv6 sockets too.
-        socket.set_ip_transparent(true).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("IP_TRANSPARENT for a tproxy listener (needs CAP_NET_ADMIN): {e}"),
-            )
-        })?;
-    }
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    // Responses are written whole, so Nagle would only delay their last segment. Linux copies
-    // TCP_NODELAY from the listening socket into every connection it accepts (the child socket
-    // is cloned from the listener): set here once, it saves a setsockopt per connection,
-    // one of ~7 syscalls a connection-per-request client costs (bench/RESULTS.md, 2026-11-24).
-    socket.set_nodelay(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(BACKLOG)?;
-    socket.set_nonblocking(true)?;
-    TcpListener::from_std(socket.into())
-}
-
-async fn accept_loop(
-    bound: Bound,
-    state: Arc<State>,
-    tracker: Arc<Tracker>,
-    lot: Arc<ParkingLot<Accepted>>,
-) {
-    let Bound {
-        listener,
-        mode,
-        spoof_client,
-        index,
-        tls,
-    } = bound;
-    let Ok(listen) = listener.local_addr() else {
-        return;
-    };
-    let mut stop = std::pin::pin!(tracker.shutdown.waiter());
-    if tracker.shutdown.has_begun() {
-        return;
-    }
-    loop {
-        tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, peer)) => {
-                    let divert = intercept::divert(&stream, mode, listen, spoof_client, peer);
-                    let accepted = Accepted { state: state.clone(), mode, listener: index, divert, guard: tracker.enter(), parked_until: 0, lot: lot.clone() };
-                    match &tls {
-                        None => spawn_session(accepted, Conn::Tcp(stream), peer),
-                        Some(tls) => spawn_tls_session(accepted, stream, peer, tls.clone()),
-                    }
-                }
-                Err(e) => {
-                    // Out of descriptors or memory: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            },
-            _ = &mut stop => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::net::TcpStream;
+    use sepia_config::Mode;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::listen::bind;
+    use super::parked::Accepted;
+    use crate::transport::Conn;
 
     use super::parked::Parked;
     use crate::front::h1;

@@ -102,7 +102,11 @@ fn listener_of(accepted: &Accepted, conn: &Conn) -> Listener {
     }
 }
 
-async fn run_session(accepted: Accepted, conn: Conn, peer: SocketAddr) {
+async fn run_session(mut accepted: Accepted, conn: Conn, peer: SocketAddr) {
+    // A parked connection that wakes after a reload lets go of the replaced state.
+    if let Some(newer) = State::newest(&accepted.state) {
+        accepted.state = newer;
+    }
     let listener = listener_of(&accepted, &conn);
     let shutdown = accepted.guard.shutdown();
     let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;

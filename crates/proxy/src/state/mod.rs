@@ -1,11 +1,16 @@
 //! What every connection shares: the configuration snapshot and what was built from it once
 //! (the cache, the origin side, access rules' time zone, the authenticator, the log), plus
 //! the shutdown signal (`shutdown`).
+//!
+//! A reload builds a new `State` from the new configuration (sharing the cache's store) and
+//! links it from the old one (`replaced_by`). Nothing is swapped under a running request: a
+//! request reads the state its session holds, and a session follows the link once per
+//! request (one atomic load), so in-flight requests finish on the snapshot they began with.
 
 pub mod shutdown;
 
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use sepia_config::Config;
@@ -31,39 +36,78 @@ pub struct State {
     pub auth: Option<sepia_auth::Authenticator>,
     /// Requests are counted and timed for the admin listener (`[admin]` is configured).
     pub metrics: bool,
+    /// The state a reload replaced this one with: sessions move to it before their next
+    /// request, accept loops before their next connection.
+    replaced_by: OnceLock<Arc<State>>,
 }
 
 impl State {
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
     pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<State> {
-        let via = Bytes::from(format!("1.1 {}", config.headers.via_pseudonym));
         let tag_fields = config.admin.as_ref().map(|a| a.tag_fields.clone());
         let cache = Cache::from_config(
             &config.cache,
             &config.listeners,
             tag_fields.unwrap_or_default(),
         );
-        let cache = cache.map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("cache configuration: {e}"),
-            )
-        })?;
+        let tz = sepia_access::TimeZone::system();
+        State::assemble(config, cache, log, tz)
+    }
+
+    /// The state of a reloaded configuration, `config` (already reduced to what a reload may
+    /// change, see `Config::reloaded_with`): a new origin side, authenticator and log, the
+    /// same cache store resized. Must run inside the tokio runtime.
+    pub fn reloaded(&self, config: Arc<Config>, log: AccessLog) -> io::Result<State> {
+        let cache = self.cache.as_ref();
+        let cache = cache.map(|c| c.reconfigured(&config.cache, &config.listeners));
+        State::assemble(config, cache.transpose(), log, self.tz.clone())
+    }
+
+    /// What `new` and `reloaded` share: the origin side and authenticator of `config`.
+    fn assemble(
+        config: Arc<Config>,
+        cache: Result<Option<Cache>, String>,
+        log: AccessLog,
+        tz: sepia_access::TimeZone,
+    ) -> io::Result<State> {
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        let cache = cache.map_err(|e| invalid(format!("cache configuration: {e}")))?;
         let auth = config
             .auth
             .as_ref()
             .map(sepia_auth::Authenticator::from_config)
             .transpose()
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("[auth]: {e}")))?;
+            .map_err(|e| invalid(format!("[auth]: {e}")))?;
+        let via = Bytes::from(format!("1.1 {}", config.headers.via_pseudonym));
         Ok(State {
             auth,
             cache,
             upstreams: Upstreams::new(config.clone(), via)?,
             log,
-            tz: sepia_access::TimeZone::system(),
+            tz,
             metrics: config.admin.is_some(),
             config,
+            replaced_by: OnceLock::new(),
         })
+    }
+
+    /// Makes `next` the state that follows this one. A state is replaced once; the newest
+    /// is found by following the links ([`State::newest`]).
+    pub fn replace_with(&self, next: Arc<State>) {
+        if self.replaced_by.set(next).is_err() {
+            tracing::error!("a configuration state was replaced twice; keeping the first");
+        }
+    }
+
+    /// The newest state, when a reload replaced `state`: one atomic load when none did (the
+    /// keep-alive hit path pays only that).
+    #[inline]
+    pub fn newest(state: &Arc<State>) -> Option<Arc<State>> {
+        let mut next = state.replaced_by.get()?;
+        while let Some(newer) = next.replaced_by.get() {
+            next = newer;
+        }
+        Some(next.clone())
     }
 
     /// A value only the access log reads, computed only when the log is on: a `Bytes` clone

@@ -6,12 +6,12 @@ use std::io;
 
 use bytes::Bytes;
 
-use super::fetch_error::FetchError;
+use super::fetch_error::{AllDown, FetchError};
 use super::h1::exchange::{self, Fetched, OriginRequest, Scratch, Sending};
 use super::h2;
 use super::h2::conns::Reached;
 use super::origins::{Origins, RouteOrigins};
-use super::upstreams::Upstreams;
+use super::upstreams::{observed, Upstreams};
 use crate::model::{BodyLength, Downstream, Method, RequestView, Version};
 
 /// Sends the request (its content pulled from `client`) and reads the final response head.
@@ -24,7 +24,7 @@ pub async fn fetch<'s, R: RequestView, D: Downstream>(
     let up = request.upstream;
     let (reached, picked) = reach(ups, &up.origins)
         .await
-        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+        .map_err(FetchError::unreachable)?;
     scratch.head.clear();
     let host = up.host.or(picked.as_deref()).unwrap_or_default();
     exchange::build_head(&mut scratch.head, ups, &request, host);
@@ -52,9 +52,7 @@ pub async fn fetch_prepared<'s>(
     client: &mut impl Downstream,
     scratch: &'s mut Scratch,
 ) -> Result<Fetched<'s>, FetchError> {
-    let (reached, _) = reach(ups, origins)
-        .await
-        .map_err(|e| FetchError::Unreachable(e.kind()))?;
+    let (reached, _) = reach(ups, origins).await.map_err(FetchError::unreachable)?;
     scratch.head.clear();
     scratch.head.extend_from_slice(head);
     let sending = Sending {
@@ -95,6 +93,9 @@ async fn reach_http2(
     let mut last = None;
     for i in 0..n {
         let origin = &route.origins[(start + i) % n];
+        if !origin.health.usable(route.health.down_for) {
+            continue;
+        }
         let reached = match origin.addrs(&ups.resolver).await {
             Ok(addrs) => {
                 ups.h2
@@ -103,10 +104,10 @@ async fn reach_http2(
             }
             Err(e) => Err(e),
         };
-        match reached {
+        match observed(route, origin, reached) {
             Ok(r) => return Ok((r, Some(origin.authority.clone()))),
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "route without origins")))
+    Err(last.unwrap_or_else(|| AllDown::error(route.health.down_for)))
 }

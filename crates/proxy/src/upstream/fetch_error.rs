@@ -12,6 +12,8 @@ use crate::model::Outcome;
 pub enum FetchError {
     /// No connection to an origin could be made (before anything was sent).
     Unreachable(io::ErrorKind),
+    /// Every origin of the route is marked down: none was tried. Seconds until a retry.
+    AllDown(u32),
     /// The origin closed or failed while the request was sent.
     OriginClosed,
     /// The origin closed the connection without answering.
@@ -31,7 +33,36 @@ pub enum FetchError {
     ClientGone,
 }
 
+/// The error [`super::Upstreams::obtain`] reports when every origin of the route is down
+/// (passive health): told apart from a failed connect by its payload. The route's `down_for`
+/// in seconds, for Retry-After.
+#[derive(Debug)]
+pub struct AllDown(pub u32);
+
+impl std::fmt::Display for AllDown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("every origin of the route is down")
+    }
+}
+
+impl std::error::Error for AllDown {}
+
+impl AllDown {
+    pub fn error(retry_after: std::time::Duration) -> io::Error {
+        io::Error::other(AllDown(retry_after.as_secs().max(1) as u32))
+    }
+}
+
 impl FetchError {
+    /// The error for a failure to reach an origin.
+    pub fn unreachable(e: io::Error) -> FetchError {
+        if let Some(AllDown(secs)) = e.get_ref().and_then(|i| i.downcast_ref::<AllDown>()) {
+            FetchError::AllDown(*secs)
+        } else {
+            FetchError::Unreachable(e.kind())
+        }
+    }
+
     /// The outcome to answer with. Only an unreachable origin and an unrelayable response
     /// leave the client connection usable: nothing of the exchange had begun, or the request
     /// was sent whole and nothing of the response was.
@@ -56,6 +87,13 @@ impl FetchError {
             }
             FetchError::Unreachable(_) => {
                 return Outcome::local(502, "could not connect to the origin server")
+                    .logged_as(ResultCode::TcpMiss)
+            }
+            // RFC 9110 §15.6.4: 503, with Retry-After (§10.2.3) saying when the origins
+            // will be tried again. Nothing was sent: the client connection stays usable.
+            FetchError::AllDown(secs) => {
+                return Outcome::local(503, "every origin server of this route is down")
+                    .retrying_after(secs)
                     .logged_as(ResultCode::TcpMiss)
             }
             FetchError::Unrelayable(why) => {

@@ -8,6 +8,7 @@ mod fetch;
 mod fetch_error;
 mod h1;
 mod h2;
+mod health;
 mod origins;
 mod pool;
 mod request;

@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use sepia_config::{OriginAddr, Route};
+use sepia_config::{OriginAddr, OriginHealth, Route};
 
+use super::health::Health;
 use super::tls::{TlsClients, TlsTarget};
 use crate::transport::dns::Resolver;
 use crate::transport::intercept::Diverted;
@@ -43,6 +44,8 @@ pub struct RouteOrigins {
     pub origins: Vec<OriginAddress>,
     /// `http2 = true`: its origins are spoken to in HTTP/2 where they can.
     pub http2: bool,
+    /// `[route.health]`: when its origins are marked down, and for how long.
+    pub health: OriginHealth,
 }
 
 impl RouteOrigins {
@@ -56,6 +59,7 @@ impl RouteOrigins {
             next: AtomicUsize::new(0),
             origins: origins.collect::<io::Result<_>>()?,
             http2: route.http2,
+            health: route.health,
         })
     }
 
@@ -75,6 +79,8 @@ pub struct OriginAddress {
     literal: Option<SocketAddr>,
     /// Set for an `https://` origin.
     pub tls: Option<TlsTarget>,
+    /// Passive health: skipped for a while after consecutive failures.
+    pub health: Health,
 }
 
 impl OriginAddress {
@@ -86,7 +92,13 @@ impl OriginAddress {
             host: o.host.clone(),
             port: o.port,
             tls,
+            health: Health::default(),
         }
+    }
+
+    /// "host:port" as configured, for logs and metrics.
+    pub fn name(&self) -> String {
+        format!("{}:{}", self.host, self.port)
     }
 
     pub async fn addrs(&self, resolver: &Resolver) -> io::Result<Addrs<'_>> {

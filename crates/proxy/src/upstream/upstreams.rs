@@ -4,10 +4,11 @@ use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sepia_config::Config;
+use sepia_config::{Config, HostMatch};
 
+use super::fetch_error::AllDown;
 use super::h2::conns::H2Conns;
-use super::origins::{Origins, OwnedOrigins, RouteOrigins};
+use super::origins::{OriginAddress, Origins, OwnedOrigins, RouteOrigins};
 use super::pool::{OriginConn, OriginKey, Pool};
 use super::tls::TlsClients;
 use crate::transport::dns::Resolver;
@@ -94,27 +95,41 @@ impl Upstreams {
                 let mut last = None;
                 for i in 0..n {
                     let origin = &route.origins[(start + i) % n];
-                    let addrs = match origin.addrs(&self.resolver).await {
-                        Ok(a) => a,
-                        Err(e) => {
-                            last = Some(e);
-                            continue;
+                    if !origin.health.usable(route.health.down_for) {
+                        continue;
+                    }
+                    let conn = match origin.addrs(&self.resolver).await {
+                        Ok(addrs) => {
+                            self.pool
+                                .get(addrs.as_slice(), None, origin.tls.as_ref())
+                                .await
                         }
+                        Err(e) => Err(e),
                     };
-                    match self
-                        .pool
-                        .get(addrs.as_slice(), None, origin.tls.as_ref())
-                        .await
-                    {
+                    match observed(route, origin, conn) {
                         Ok(c) => return Ok((c, Some(origin.authority.clone()))),
                         Err(e) => last = Some(e),
                     }
                 }
-                Err(last.unwrap_or_else(|| {
-                    io::Error::new(io::ErrorKind::NotFound, "route without origins")
-                }))
+                Err(last.unwrap_or_else(|| AllDown::error(route.health.down_for)))
             }
         }
+    }
+
+    /// Every route origin's passive health: (route's host pattern, origin "host:port", up),
+    /// for the admin listener.
+    pub fn origin_health(&self) -> Vec<(String, String, bool)> {
+        let routes = self.config.routes.iter().zip(&self.routes);
+        let all = routes.flat_map(|(route, origins)| {
+            let host = match &route.host {
+                HostMatch::Exact(h) => h.clone(),
+                HostMatch::Suffix(s) => format!("*{s}"),
+                HostMatch::Any => "*".to_owned(),
+            };
+            let origins = origins.origins.iter();
+            origins.map(move |o| (host.clone(), o.name(), o.health.is_up()))
+        });
+        all.collect()
     }
 
     /// A new connection made like `key`'s (the same address, source and TLS): the one retry
@@ -137,4 +152,32 @@ impl Upstreams {
         }
         Ok(conn)
     }
+}
+
+/// `result` of reaching `origin` of `route`, noted in its passive health (a transition is
+/// logged).
+pub(super) fn observed<T>(
+    route: &RouteOrigins,
+    origin: &OriginAddress,
+    result: io::Result<T>,
+) -> io::Result<T> {
+    match &result {
+        Ok(_) => {
+            if origin.health.succeeded() {
+                tracing::info!(origin = %origin.name(), "origin is up again");
+            }
+        }
+        Err(e) => {
+            let h = route.health;
+            if origin.health.failed(h.fail_after, h.down_for) {
+                tracing::warn!(
+                    origin = %origin.name(),
+                    "origin marked down for {:?} after {} consecutive failures: {e}",
+                    h.down_for,
+                    h.fail_after
+                );
+            }
+        }
+    }
+    result
 }

@@ -22,6 +22,7 @@ pub fn error_response(
     close: bool,
     via: Option<&[u8]>,
     challenge: &[u8],
+    retry_after: u32,
 ) -> Bytes {
     let reason = String::from_utf8_lossy(reason_phrase(status)).into_owned();
     let body = format!("{status} {reason}\n{detail}\n");
@@ -41,6 +42,9 @@ pub fn error_response(
         out.put_slice(b"Proxy-Authenticate: ");
         out.put_slice(challenge);
         out.put_slice(b"\r\n");
+    }
+    if retry_after != 0 {
+        out.put_slice(format!("Retry-After: {retry_after}\r\n").as_bytes());
     }
     if close {
         out.put_slice(b"Connection: close\r\n");
@@ -64,6 +68,7 @@ mod tests {
             true,
             Some(b"1.1 sepia"),
             CHALLENGE,
+            0,
         );
         let text = std::str::from_utf8(&r).unwrap();
         assert!(text.starts_with("HTTP/1.1 502 Bad Gateway\r\n"), "{text}");
@@ -82,6 +87,7 @@ mod tests {
             false,
             None,
             b"Basic realm=\"Staff only\"",
+            0,
         );
         let text = std::str::from_utf8(&r).unwrap();
         assert!(
@@ -92,7 +98,7 @@ mod tests {
             text.contains("\r\nProxy-Authenticate: Basic realm=\"Staff only\"\r\n"),
             "{text}"
         );
-        let r = error_response(403, "denied", false, None, CHALLENGE);
+        let r = error_response(403, "denied", false, None, CHALLENGE, 0);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Proxy-Authenticate"));
@@ -100,9 +106,18 @@ mod tests {
 
     #[test]
     fn keep_alive_errors_do_not_say_close() {
-        let r = error_response(403, "denied", false, None, CHALLENGE);
+        let r = error_response(403, "denied", false, None, CHALLENGE, 0);
         assert!(!std::str::from_utf8(&r)
             .unwrap()
             .contains("Connection: close"));
+    }
+
+    #[test]
+    fn retry_after_only_when_given() {
+        let r = error_response(503, "all down", false, None, CHALLENGE, 7);
+        let text = std::str::from_utf8(&r).unwrap();
+        assert!(text.contains("\r\nRetry-After: 7\r\n"), "{text}");
+        let r = error_response(502, "refused", false, None, CHALLENGE, 0);
+        assert!(!std::str::from_utf8(&r).unwrap().contains("Retry-After"));
     }
 }

@@ -260,6 +260,7 @@ impl<'s> Responder for H1Exchange<'s> {
             !self.keep,
             state.via(),
             state.challenge(),
+            answer.retry_after,
         );
         let limit = self.limit();
         let written = write_parts_within(&mut self.io.conn, &[&page], limit).await;

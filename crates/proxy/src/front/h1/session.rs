@@ -55,14 +55,14 @@ enum HeadRead {
 /// Serves one client connection until it closes, fails, the server shuts down, or it idles
 /// long enough to be parked.
 pub async fn serve(
-    state: Arc<State>,
+    mut state: Arc<State>,
     conn: Conn,
     peer: SocketAddr,
     listener: Listener,
     shutdown: Arc<Shutdown>,
 ) -> Served {
     // TCP_NODELAY is inherited from the listening socket (server/mod.rs `bind`).
-    let info = ConnInfo {
+    let mut info = ConnInfo {
         client: ClientInfo::new(peer),
         allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
         mode: listener.mode,
@@ -103,6 +103,14 @@ pub async fn serve(
                 Outcome::local(e.status(), e.reason())
             }
             HeadRead::Request => {
+                // A reload since the last request: this one is served by the new
+                // configuration (one atomic load when there was none).
+                if let Some(newer) = State::newest(&state) {
+                    state = newer;
+                    // `[forward] allow` may have changed too.
+                    info.allowed = info.mode == Mode::Reverse
+                        || state.config.forward.client_allowed(peer.ip());
+                }
                 burst::request_began();
                 session.active = true;
                 first = false;

@@ -296,6 +296,9 @@ pub fn local(answer: LocalAnswer, via: Option<&[u8]>, challenge: &[u8]) -> (Head
     if answer.status == 407 {
         head.put(b"proxy-authenticate", challenge);
     }
+    if answer.retry_after != 0 {
+        head.put_u64(http::header::RETRY_AFTER, u64::from(answer.retry_after));
+    }
     head.put_u64(http::header::CONTENT_LENGTH, body.len() as u64);
     (head, body)
 }
@@ -361,6 +364,7 @@ mod tests {
             LocalAnswer {
                 status: 407,
                 detail: "who?",
+                retry_after: 0,
             },
             None,
             b"Basic realm=\"x\"",
@@ -375,5 +379,17 @@ mod tests {
             head.response.headers()["content-length"],
             body.len().to_string().as_str()
         );
+        assert!(head.response.headers().get("retry-after").is_none());
+    }
+
+    #[test]
+    fn a_503_for_down_origins_says_when_to_retry() {
+        let answer = LocalAnswer {
+            status: 503,
+            detail: "down",
+            retry_after: 10,
+        };
+        let (head, _) = local(answer, None, b"");
+        assert_eq!(head.response.headers()["retry-after"], "10");
     }
 }

@@ -132,7 +132,7 @@ pub(in crate::upstream) async fn exchange<'s>(
                 origin = ups
                     .reconnect(&origin.key)
                     .await
-                    .map_err(|e| FetchError::Unreachable(e.kind()))?;
+                    .map_err(FetchError::unreachable)?;
             }
             Some(e) => return Err(e),
         }

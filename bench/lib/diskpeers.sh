@@ -1,0 +1,134 @@
+# `bench/disk.sh peers`: Sepia's disk tier against nginx proxy_cache, Squid rock and Traffic
+# Server on the same content (sourced by disk.sh; see bench/README.md, "Disk tier"). Per
+# target: an empty-cache start (memory baseline), a fill of N objects of 1-4 KiB through it
+# with the origin up, a clean stop, the origin stopped, a start that asks for nothing and
+# reads the memory once the index is complete (`index`), then REPS pairs of timed starts
+# (tools/disk_peer_restart.py): `clean-R` (after a SIGTERM) ended by kill -9, `crash-R`
+# (after that kill -9) ended by SIGTERM. Configs: peers/disk/ (templates from
+# ../shared/peers/perf with a disk cache each).
+
+# peers_render TEMPLATE OUT NAME DIR: render plus the disk placeholders.
+peers_render() {
+    render "$1" "$2.tmp" "$PORT" "$3"
+    sed -e "s#@DIR@#$4#g" -e "s#@DISK_MB@#$PEER_DISK_MB#g" -e "s#@MEM_MB@#$PEER_MEM_MB#g" \
+        -e "s#@MEM_BYTES@#$((PEER_MEM_MB << 20))#g" -e "s#@MEM@#${PEER_MEM_MB}MiB#g" \
+        -e "s#@DIRSIZE@#${PEER_DISK_MB}MiB#g" "$2.tmp" > "$2"
+    rm "$2.tmp"
+}
+
+# peers_prepare TARGET DIR: fresh run directory and empty cache for TARGET; sets PEER_CMD
+# (argv), PEER_LOG (its stdout+stderr), PEER_DONE (disk_peer_restart.py's "index
+# complete" options) and PEER_TIMED_DONE (the same for the timed starts: none for nginx,
+# whose hits do not wait for its loader, a minute and more at 1M objects per start).
+peers_prepare() {
+    local t=$1 cache=$2 d=$RUN/${1}disk f
+    rm -rf "$d" "$cache"
+    mkdir -p "$d"
+    PEER_LOG=$d/stderr.log
+    PEER_TIMED_DONE=unset
+    case $t in
+        sepia)
+            peers_render "$BENCH_DIR/peers/disk/sepia.toml" "$d/sepia.toml" sepiadisk "$cache"
+            "$SEPIA_BIN" --config "$d/sepia.toml" check > /dev/null
+            PEER_CMD=(env SEPIA_LOG=info NO_COLOR=1 "$SEPIA_BIN" --config "$d/sepia.toml")
+            PEER_DONE=(--done-log "$PEER_LOG" --done-regex 'disk cache index loaded') ;;
+        nginx)
+            mkdir -p "$d/tmp" "$cache"
+            peers_render "$BENCH_DIR/peers/disk/nginx.conf" "$d/nginx.conf" nginxdisk "$cache"
+            PEER_CMD=(nginx -p "$d/" -c "$d/nginx.conf" -g 'daemon off;')
+            PEER_DONE=(--done-gone 'cache loader')
+            PEER_TIMED_DONE=() ;;
+        squid)
+            mkdir -p "$cache"
+            peers_render "$BENCH_DIR/peers/disk/squid.conf" "$d/squid.conf" squiddisk "$cache"
+            chown -R proxy:proxy "$d" "$cache"
+            squid -z -N -n "sepiadisk$PORT" -f "$d/squid.conf" >> "$PEER_LOG" 2>&1
+            PEER_CMD=(squid --foreground -n "sepiadisk$PORT" -f "$d/squid.conf")
+            # the disker's line (kid1 the worker, kid2 the disker, kid3 the coordinator): the
+            # worker logs its own "Finished rebuilding" at once, having nothing to scan
+            PEER_DONE=(--done-log "$d/cache.log" --done-regex 'kid2\| Finished rebuilding storage from disk') ;;
+        ats)
+            mkdir -p "$d/etc" "$d/var" "$d/run" "$d/log" "$d/data" "$cache"
+            cp -r /etc/trafficserver/. "$d/etc/"
+            for f in ip_allow.yaml logging.yaml remap.config; do
+                render "$BENCH_DIR/peers/ats/$f" "$d/etc/$f" "$PORT"
+            done
+            peers_render "$BENCH_DIR/peers/disk/ats/records.config" "$d/etc/records.config" atsdisk "$cache"
+            peers_render "$BENCH_DIR/peers/disk/ats/storage.config" "$d/etc/storage.config" atsdisk "$cache"
+            render "$BENCH_DIR/peers/ats/runroot.yaml" "$d/runroot.yaml.tmp" "$PORT"
+            sed "s#$RUN/ats#$d#g" "$d/runroot.yaml.tmp" > "$d/runroot.yaml"; rm "$d/runroot.yaml.tmp"
+            chown -R trafficserver:trafficserver "$d" "$cache"
+            PEER_CMD=(traffic_server --run-root="$d/runroot.yaml")
+            PEER_DONE=() ;;
+        *) echo "unknown target $t (sepia, nginx, squid, ats)" >&2; exit 2 ;;
+    esac
+    [[ ${PEER_TIMED_DONE[*]-} == unset ]] && PEER_TIMED_DONE=("${PEER_DONE[@]}")
+    return 0
+}
+
+# peers_sample FILE: 1,000 stored paths, a seeded random choice (not the first ones filled:
+# a rebuild that scans in write order would find those first).
+peers_sample() {
+    python3 -c "
+import random, sys
+n = int(sys.argv[1]); r = random.Random(21)
+for i in r.sample(range(n), min(1000, n)): print(f'/d/p-{i}')" "$OBJECTS" > "$1"
+}
+
+# peers_start ARGS...: disk_peer_restart.py over PEER_CMD; prints its JSON line.
+peers_start() {
+    python3 "$BENCH_DIR/tools/disk_peer_restart.py" --port "$PORT" --log "$PEER_LOG" \
+        --cpu "$TARGET_CPU" "$@" -- "${PEER_CMD[@]}"
+}
+
+peers_one() {
+    local t=$1 cache=$DISK_ROOT/peer-$1 sample=$RUN/sample.txt out pid secs rep
+    log "== $t: $OBJECTS objects, disk budget ${PEER_DISK_MB} MiB, memory ${PEER_MEM_MB} MiB"
+    peers_prepare "$t" "$cache"
+    peers_sample "$sample"
+    # a stale origin on the port would answer the timed starts' misses (and they would store)
+    port_busy "$ORIGIN_PORT" && { warn "port $ORIGIN_PORT (origin) is busy"; exit 1; }
+    start_origin
+    out=$(peers_start --sample '' --then keep --settle 3)
+    pid=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["pid"])' "$out")
+    STARTED+=("$pid")
+    echo "{\"target\":\"$t\",\"case\":\"empty\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    log "$t: filling (each URL twice, $FILL_CONNS connections)"
+    secs=$(printf "%.1f" "$(fill "$PORT" /d/p- "$OBJECTS")")
+    log "$t fill: $secs s; $(grep -E 'requests in|Requests/sec|Non-2xx|Socket errors' "$RUN/fill-wrk.txt" | tr -s ' ' | tr '\n' ' ')"
+    sleep 3
+    # Traffic Server writes its directory every 60 s (proxy.config.cache.dir.sync_frequency):
+    # wait for one, so that every target restarts over its whole fill
+    [[ $t == ats ]] && { log "ats: waiting ${ATS_SYNC_WAIT} s for the directory sync"; sleep "$ATS_SYNC_WAIT"; }
+    local rss; rss=$(rss_of "$pid")
+    [[ $t == squid && -e $RUN/squiddisk/access.log ]] && log "squid fill access log: $(codes "$RUN/squiddisk/access.log")"
+    [[ $t == sepia && -e $RUN/sepiadisk/access.log ]] && log "sepia fill access log: $(codes "$RUN/sepiadisk/access.log")"
+    stop_tree "$pid" 120 || true  # not our child: `wait` fails
+    stop_tree "$ORIGIN_PID" || true
+    port_busy "$ORIGIN_PORT" && { warn "the origin still listens on $ORIGIN_PORT"; exit 1; }
+    # after the stop: Sepia writes the earned objects still in memory then
+    local used; used=$(du -sB1 "$cache" | cut -f1)  # allocated, not apparent (sparse files)
+    local files; files=$(find "$cache" -type f | wc -l)
+    echo "{\"target\":\"$t\",\"case\":\"fill\",\"objects\":$OBJECTS,\"seconds\":$secs,\"rss\":$rss,\"disk_bytes\":$used,\"files\":$files}" | tee -a "$RESULTS"
+    # memory with the whole index loaded and nothing asked for (the timed starts below read
+    # 1,000 objects from disk, which every target then keeps in its memory tier)
+    out=$(peers_start --sample '' "${PEER_DONE[@]}" --then term --settle 2 --timeout "$PEER_TIMEOUT")
+    echo "{\"target\":\"$t\",\"case\":\"index\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    for ((rep = 1; rep <= REPS; rep++)); do
+        out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then kill --timeout "$PEER_TIMEOUT")
+        echo "{\"target\":\"$t\",\"case\":\"clean-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+        out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then term --timeout "$PEER_TIMEOUT")
+        echo "{\"target\":\"$t\",\"case\":\"crash-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    done
+    log "$t: disk at the end $(du -sh "$cache" | cut -f1)"
+    rm -rf "$cache"
+}
+
+peers_bench() {
+    local t
+    PEER_DISK_MB=${PEER_DISK_MB:-$((OBJECTS * 6 / 1000 < 256 ? 256 : OBJECTS * 6 / 1000))}
+    for t in ${TARGETS//,/ }; do
+        peers_one "$t"
+    done
+    python3 "$BENCH_DIR/tools/disk_peer_report.py" "$RESULTS"
+}
