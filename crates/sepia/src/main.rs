@@ -184,40 +184,7 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    let loaded = match (&cli.command, &cli.config) {
-        (Some(Command::Check), None) => {
-            eprintln!("sepia: check needs --config FILE");
-            return ExitCode::from(2);
-        }
-        (
-            Some(Command::Reverse {
-                listen,
-                origin,
-                workers,
-                tls,
-                cache,
-                admin,
-            }),
-            _,
-        ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls())
-            .and_then(|c| c.with_quick_cache(&cache.quick()))
-            .and_then(|c| c.with_quick_admin(admin.as_deref())),
-        (
-            Some(Command::Forward {
-                listen,
-                workers,
-                tls,
-                cache,
-                admin,
-            }),
-            _,
-        ) => Config::quick_forward(listen, *workers, tls.listener_tls())
-            .and_then(|c| c.with_quick_cache(&cache.quick()))
-            .and_then(|c| c.with_quick_admin(admin.as_deref())),
-        (_, Some(path)) => Config::from_file(path),
-        (_, None) => Ok(Config::builtin_default()),
-    };
-    let config = match loaded {
+    let config = match load_config(&cli) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("sepia: {e}");
@@ -252,6 +219,42 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The configuration the command line asks for: a quick start, `--config FILE`, or the
+/// built-in default; the error as `sepia: …` prints it.
+fn load_config(cli: &Cli) -> Result<Config, String> {
+    let loaded = match (&cli.command, &cli.config) {
+        (Some(Command::Check), None) => return Err("check needs --config FILE".to_string()),
+        (
+            Some(Command::Reverse {
+                listen,
+                origin,
+                workers,
+                tls,
+                cache,
+                admin,
+            }),
+            _,
+        ) => Config::quick_reverse(listen, origin, *workers, tls.listener_tls())
+            .and_then(|c| c.with_quick_cache(&cache.quick()))
+            .and_then(|c| c.with_quick_admin(admin.as_deref())),
+        (
+            Some(Command::Forward {
+                listen,
+                workers,
+                tls,
+                cache,
+                admin,
+            }),
+            _,
+        ) => Config::quick_forward(listen, *workers, tls.listener_tls())
+            .and_then(|c| c.with_quick_cache(&cache.quick()))
+            .and_then(|c| c.with_quick_admin(admin.as_deref())),
+        (_, Some(path)) => Config::from_file(path),
+        (_, None) => Ok(Config::builtin_default()),
+    };
+    loaded.map_err(|e| e.to_string())
 }
 
 /// Sepia's own event log on stderr: `SEPIA_LOG` (a `tracing` filter such as `debug` or
