@@ -28,6 +28,14 @@ pub struct ConnInfo {
     pub listener: usize,
 }
 
+impl ConnInfo {
+    /// Whether `state`'s configuration lets this connection's client use its listener
+    /// (`allowed`): at accept, and again after a reload.
+    pub fn allowed_by(state: &State, mode: Mode, client: std::net::IpAddr) -> bool {
+        mode == Mode::Reverse || state.config.forward.client_allowed(client)
+    }
+}
+
 /// Buffers a connection reuses for every request on it, so that a hit allocates nothing.
 #[derive(Default)]
 pub struct Buffers {

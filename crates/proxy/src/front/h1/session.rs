@@ -7,7 +7,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use sepia_config::Mode;
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
 
 use super::client_io::ClientIo;
@@ -64,7 +63,7 @@ pub async fn serve(
     // TCP_NODELAY is inherited from the listening socket (server/mod.rs `bind`).
     let mut info = ConnInfo {
         client: ClientInfo::new(peer),
-        allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
+        allowed: ConnInfo::allowed_by(&state, listener.mode, peer.ip()),
         mode: listener.mode,
         divert: listener.divert,
         scheme: listener.scheme,
@@ -108,8 +107,7 @@ pub async fn serve(
                 if let Some(newer) = State::newest(&state) {
                     state = newer;
                     // `[forward] allow` may have changed too.
-                    info.allowed = info.mode == Mode::Reverse
-                        || state.config.forward.client_allowed(peer.ip());
+                    info.allowed = ConnInfo::allowed_by(&state, info.mode, peer.ip());
                 }
                 burst::request_began();
                 session.active = true;

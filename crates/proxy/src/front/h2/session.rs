@@ -106,7 +106,7 @@ async fn run(
 ) {
     let info = Arc::new(ConnInfo {
         client: ClientInfo::new(peer),
-        allowed: listener.mode == Mode::Reverse || state.config.forward.client_allowed(peer.ip()),
+        allowed: ConnInfo::allowed_by(&state, listener.mode, peer.ip()),
         mode: listener.mode,
         divert: listener.divert,
         scheme: listener.scheme,
