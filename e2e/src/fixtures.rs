@@ -1,6 +1,8 @@
 //! The usual pairings of origin and proxy, so each test states only what is particular to it.
 
-use crate::{forward_config, free_addr, reverse_config, Origin, Sepia};
+use std::time::Duration;
+
+use crate::{curl, forward_config, free_addr, reverse_config, wait_until, Origin, Sepia};
 
 /// A test origin and a reverse proxy in front of it; `extra_toml` is appended to the config
 /// (e.g. a `[timeouts]` table).
@@ -29,4 +31,19 @@ pub fn forward_with(connect_ports: &[u16], extra_toml: &str) -> (Origin, Sepia) 
 /// A test origin and a forward proxy with the default settings (CONNECT to 443 only).
 pub fn forward() -> (Origin, Sepia) {
     forward_with(&[443], "")
+}
+
+/// Sepia from `config` with an `[admin]` listener on a free address appended (after
+/// `admin_extra`, more admin keys), started and answering; returns the admin base URL too.
+pub fn with_admin(config: &str, admin_extra: &str) -> (Sepia, String) {
+    let admin = free_addr();
+    let config = format!("{config}[admin]\nlisten = \"{admin}\"\n{admin_extra}\n");
+    let sepia = Sepia::start(&config);
+    let base = format!("http://{admin}");
+    let health = format!("{base}/health");
+    assert!(
+        wait_until(Duration::from_secs(10), || curl(&[&health]).status != 0),
+        "the admin listener did not answer"
+    );
+    (sepia, base)
 }

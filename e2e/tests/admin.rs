@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use sepia_e2e::fixtures::with_admin;
 use sepia_e2e::{curl, free_addr, reverse_config, wait_until, CurlOutput, Origin, Sepia};
 
 const TOKEN: &str = "e2e-admin-token-0123456789";
@@ -15,19 +16,8 @@ const TOKEN: &str = "e2e-admin-token-0123456789";
 /// keys; returns the admin base URL too.
 fn start(extra: &str) -> (Origin, Sepia, String) {
     let origin = Origin::start();
-    let admin = free_addr();
-    let config = reverse_config(&free_addr(), &[&origin.url()])
-        + &format!("[admin]\nlisten = \"{admin}\"\n{extra}\n");
-    let sepia = Sepia::start(&config);
-    let base = format!("http://{admin}");
-    assert!(
-        wait_until(Duration::from_secs(5), || curl(&[&format!(
-            "{base}/health"
-        )])
-        .status
-            != 0),
-        "the admin listener did not answer"
-    );
+    let config = reverse_config(&free_addr(), &[&origin.url()]);
+    let (sepia, base) = with_admin(&config, extra);
     (origin, sepia, base)
 }
 

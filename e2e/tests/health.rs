@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use sepia_e2e::fixtures::with_admin;
 use sepia_e2e::{
     curl, free_addr, reverse_config, wait_until, CurlOutput, Origin, RawClient, Sepia,
 };
@@ -16,21 +17,9 @@ const DOWN_FOR: Duration = Duration::from_secs(5);
 
 /// A reverse proxy to `origins` with an admin listener; returns the admin base URL too.
 fn start(origins: &[&str]) -> (Sepia, String) {
-    let admin = free_addr();
     let config = reverse_config(&free_addr(), origins)
-        + &format!("[route.health]\ndown_for = \"{}s\"\n\n", DOWN_FOR.as_secs())
-        + &format!("[admin]\nlisten = \"{admin}\"\n");
-    let sepia = Sepia::start(&config);
-    let base = format!("http://{admin}");
-    assert!(
-        wait_until(Duration::from_secs(10), || curl(&[&format!(
-            "{base}/health"
-        )])
-        .status
-            != 0),
-        "the admin listener did not answer"
-    );
-    (sepia, base)
+        + &format!("[route.health]\ndown_for = \"{}s\"\n\n", DOWN_FOR.as_secs());
+    with_admin(&config, "")
 }
 
 fn get(sepia: &Sepia, path: &str) -> CurlOutput {
