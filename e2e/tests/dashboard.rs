@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sepia_e2e::{free_addr, reverse_config, wait_until, Origin, RawClient, Sepia};
+use sepia_e2e::fixtures::with_admin;
+use sepia_e2e::{curl, free_addr, reverse_config, wait_until, Origin, RawClient, Sepia};
 use tempfile::TempDir;
 
 /// The browser: `$CHROMIUM`, else Debian's `chromium`.
@@ -138,16 +139,19 @@ fn total(dom: &str) -> u64 {
 #[test]
 fn dashboard_figures_update_under_load_in_headless_chromium() {
     let origin = Origin::start();
-    let admin = free_addr();
-    let config = reverse_config(&free_addr(), &[&origin.url()])
-        + &format!("[admin]\nlisten = \"{admin}\"\n");
-    let sepia = Sepia::start(&config);
-    let url = format!("http://{admin}/");
+    let (sepia, base) = with_admin(&reverse_config(&free_addr(), &[&origin.url()]), "");
+    let url = format!("{base}/");
     let load = Load::start(&sepia);
     assert!(wait_until(Duration::from_secs(10), || load
         .sent
         .load(Ordering::Relaxed)
         > 200));
+    // The top lists fill when the admin task collects the workers' samples (once a second);
+    // headless Chromium's virtual time can run the page's polls before that has happened.
+    let stats = format!("{base}/stats");
+    assert!(wait_until(Duration::from_secs(10), || curl(&[&stats])
+        .text()
+        .contains("/cacheable/page-")));
 
     let profile = TempDir::new().unwrap();
     // 4 s of page time: a poll at 0, 1, 2 and 3 s.
