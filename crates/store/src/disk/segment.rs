@@ -78,9 +78,9 @@ pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], at: u64) -> io::Result
     Ok(true)
 }
 
-/// The summary of a sealed segment, or `None` if it has no valid footer and summary.
-pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
-    let size = seg.file.metadata()?.len();
+/// Where a sealed segment's summary starts, from its footer alone (one small read), or
+/// `None` if the footer is missing or does not fit the file's size (a truncated file).
+pub(crate) fn summary_at(seg: &SegFile, size: u64) -> io::Result<Option<u64>> {
     if size < FOOTER_LEN as u64 {
         return Ok(None);
     }
@@ -95,6 +95,15 @@ pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry
     if len.is_none_or(|len| summary_at.checked_add(len) != Some(size)) {
         return Ok(None);
     }
+    Ok(Some(summary_at))
+}
+
+/// The summary of a sealed segment, or `None` if it has no valid footer and summary.
+pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
+    let size = seg.file.metadata()?.len();
+    let Some(summary_at) = summary_at(seg, size)? else {
+        return Ok(None);
+    };
     let mut b = vec![0u8; (size - summary_at) as usize];
     read_at(&seg.file, &mut b, summary_at)?;
     Ok(decode_summary(&b).map(|e| (e, summary_at)))
