@@ -398,7 +398,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if let Some(object) = self.memory.lookup_no_fill(primary, select) {
             return Lookup::Hit(object);
         }
-        if let Some(object) = self.segment_body(primary, select) {
+        if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
         }
         let on_disk = self
@@ -490,11 +490,15 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
-    /// variant of the key (memory is newer: a refresh commits there).
+    /// variant of the key (memory is newer: a refresh commits there). With `resident`, only
+    /// if its pages are in the page cache: a lookup that may read instead (not
+    /// `only-if-cached`) sends an evicted body through a read thread, so that no worker
+    /// waits for the device in `sendfile`.
     fn segment_body(
         &self,
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
+        resident: bool,
     ) -> Option<Arc<Object<M>>> {
         let (disk, object) = self.bodies.get(primary, select)?;
         if self.disks.engines[disk].failed() {
@@ -502,6 +506,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             return None;
         }
         if self.memory.has_primary(primary) {
+            return None;
+        }
+        if resident && matches!(object.body(), Body::File(f) if !f.resident()) {
             return None;
         }
         self.segment_hits.fetch_add(1, Relaxed);
@@ -752,7 +759,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
     ) -> Option<Arc<Object<M>>> {
         self.memory
             .lookup_no_fill(primary, select)
-            .or_else(|| self.segment_body(primary, select))
+            .or_else(|| self.segment_body(primary, select, false))
     }
 
     fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {

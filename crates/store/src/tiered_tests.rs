@@ -726,10 +726,33 @@ fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix(
         assert_eq!(bytes, body);
     }
     assert_eq!(t.stats().objects, 0, "not read into memory");
+    // Out of the page cache (where the file system lets it go: not on tmpfs), a `sendfile`
+    // would wait for the device on the worker: the body goes through a read thread.
+    let evicted = evict_segments(t.dir.path(), &body);
+    if evicted {
+        let again = runtime().block_on(read_pending(&t, b"/big")).unwrap();
+        assert_eq!(again.1, body);
+    }
     // A restart forgets what was verified: the first read checks the chunks again.
     t.store.close();
     let Tiered { store, dir } = t;
     drop(store);
     let t = open(dir);
     assert!(matches!(t.lookup(b"/big", &any), Lookup::Pending(_)));
+}
+
+/// Drops the disk's segment files from the page cache; true when `body` left it (it stays
+/// on file systems that ignore the advice, such as tmpfs).
+fn evict_segments(dir: &std::path::Path, body: &[u8]) -> bool {
+    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+    let mut gone = false;
+    for id in crate::disk::segment_ids(dir) {
+        let path = dir.join(format!("{id:08x}.seg"));
+        let file = std::fs::File::open(path).unwrap();
+        file.sync_all().unwrap();
+        posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
+        let len = file.metadata().unwrap().len();
+        gone |= !crate::disk::resident(&file, 0, len.min(body.len() as u64));
+    }
+    gone
 }

@@ -477,6 +477,11 @@ impl DiskEngine {
         let prefix_len = h.prefix_len() as usize;
         let crcs = p.chunk_crcs.to_vec();
         let body_at = loc.offset + prefix_len as u64;
+        // A body to be sent from the segment by a worker must be in the page cache: a
+        // `sendfile` of evicted pages would stall the event loop on the device.
+        if prefix_only && !super::segment::resident(&seg.file, body_at, h.body_len) {
+            return Err(ReadError::WouldBlock);
+        }
         let mut in_file = (h.body_len >= segment_from || prefix_only).then(|| InFile {
             file: Arc::clone(&seg.file),
             at: body_at,

@@ -117,6 +117,7 @@ pub use engine::DiskEngine;
 pub(crate) use engine::{Demoted, DiskRecord, InFile};
 pub(crate) use format::CHUNK;
 pub(crate) use pool::ReadPool;
+pub(crate) use segment::resident;
 
 /// Segment ids in `dir` (tests of the layers above).
 #[cfg(test)]
