@@ -95,7 +95,7 @@ mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};
 pub use config::{StoreConfig, MAX_SHARDS};
-pub use disk::{DiskConfig, DiskEngine, DiskStats};
+pub use disk::{DiskConfig, DiskEngine, DiskStats, LockWait};
 pub use fill::{
     BodyLength, BodyWriter, FillError, FillHead, FillReader, FillWriter, FinishError,
     FinishOutcome, NotStoredReason,

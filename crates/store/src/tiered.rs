@@ -100,7 +100,9 @@ use bytes::Bytes;
 
 use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
-use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, InFile, ReadPool, CHUNK};
+use crate::disk::{
+    DiskConfig, DiskEngine, DiskRecord, DiskStats, InFile, LockWait, ReadPool, CHUNK,
+};
 use crate::disk_ghost::DiskGhost;
 use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
@@ -163,6 +165,9 @@ pub struct TieredConfig {
     /// with `RWF_NOWAIT`, never waiting for the device) and answered as a hit; `false` sends
     /// every disk read to the read threads (tests of that path).
     pub cached_reads: bool,
+    /// A disk whose directory another process holds: refused, or waited for (a binary
+    /// upgrade's new process; see `disk/lock.rs`).
+    pub lock_wait: LockWait,
 }
 
 impl TieredConfig {
@@ -177,6 +182,7 @@ impl TieredConfig {
             segment_body_min: 1 << 20,
             max_segment_bodies: 4096,
             cached_reads: true,
+            lock_wait: LockWait::Fail,
         }
     }
 }
@@ -218,6 +224,20 @@ impl Disks {
     }
 }
 
+/// Opens one disk: `Ok(None)` (logged) when it cannot be used, `Err` when another process
+/// holds it (`ErrorKind::ResourceBusy`).
+fn open_disk(d: DiskConfig, wait: LockWait) -> io::Result<Option<Arc<DiskEngine>>> {
+    let path = d.path.clone();
+    match DiskEngine::open_with(d, wait) {
+        Ok(engine) => Ok(Some(Arc::new(engine))),
+        Err(e) if e.kind() == io::ErrorKind::ResourceBusy => Err(e),
+        Err(e) => {
+            tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
+            Ok(None)
+        }
+    }
+}
+
 /// What `TieredStore::close` wrote.
 #[derive(Debug, Default)]
 struct CloseWrites {
@@ -254,21 +274,36 @@ impl<M> std::fmt::Debug for TieredStore<M> {
 impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// Opens the disks (each loads its index in the background; lookups meanwhile miss on
     /// what is not loaded yet). A disk that cannot be opened is logged and left out.
-    pub fn open(cfg: TieredConfig) -> Self {
-        let disk_bytes = cfg.disks.iter().map(|d| d.size_bytes).sum::<u64>();
-        let engines: Vec<Arc<DiskEngine>> = cfg
-            .disks
+    pub fn open(mut cfg: TieredConfig) -> Self {
+        let disks = std::mem::take(&mut cfg.disks);
+        let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
+        let engines = disks
             .into_iter()
             .filter_map(|d| {
                 let path = d.path.clone();
-                DiskEngine::open(d)
-                    .map_err(
-                        |e| tracing::error!(disk = %path.display(), "disk cache not opened: {e}"),
-                    )
-                    .ok()
-                    .map(Arc::new)
+                open_disk(d, cfg.lock_wait).unwrap_or_else(|e| {
+                    tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
+                    None
+                })
             })
             .collect();
+        TieredStore::with_engines(cfg, engines, disk_bytes)
+    }
+
+    /// [`TieredStore::open`], except that a disk another Sepia holds is an error (naming
+    /// it and its holder) rather than left out: a start must not quietly run without its
+    /// disk, nor ever share it.
+    pub fn try_open(mut cfg: TieredConfig) -> io::Result<Self> {
+        let disks = std::mem::take(&mut cfg.disks);
+        let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
+        let mut engines = Vec::with_capacity(disks.len());
+        for d in disks {
+            engines.extend(open_disk(d, cfg.lock_wait)?);
+        }
+        Ok(TieredStore::with_engines(cfg, engines, disk_bytes))
+    }
+
+    fn with_engines(cfg: TieredConfig, engines: Vec<Arc<DiskEngine>>, disk_bytes: u64) -> Self {
         let disks = Arc::new(Disks {
             engines,
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),

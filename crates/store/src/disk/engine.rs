@@ -18,6 +18,7 @@ use super::format::{
 };
 use super::hash::siphash13;
 use super::index::{Index, Loc};
+use super::lock::{Busy, DirLock, LockWait};
 use super::segment::{read_at, read_cached_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
@@ -51,6 +52,19 @@ pub(crate) enum Cmd {
     /// Stop at once, writing nothing more (tests: what a kill -9 leaves).
     #[cfg(test)]
     Crash,
+}
+
+/// How long opening a disk tries a lock held by someone else before it is "in use". A
+/// process being forked holds a copy of its parent's descriptors until it execs (close-on-exec
+/// acts only then): a process that spawns a child while letting go of a disk (tests do, and an
+/// authentication helper may start at any time) holds the lock a little longer.
+const LOCK_GRACE: Duration = Duration::from_millis(500);
+
+/// The directory's lock as the writer thread gets it: taken, or held by another process
+/// (a binary upgrade's old one) and to be waited for before anything is read or written.
+pub(crate) enum Locking {
+    Held(DirLock),
+    Waiting(Busy),
 }
 
 #[derive(Default)]
@@ -178,6 +192,14 @@ impl DiskEngine {
     /// [`DiskEngine::wait_loaded`]). An error means the directory or its meta file is
     /// unusable.
     pub fn open(cfg: DiskConfig) -> io::Result<DiskEngine> {
+        DiskEngine::open_with(cfg, LockWait::Fail)
+    }
+
+    /// [`DiskEngine::open`], saying what to do when another process holds the directory
+    /// (`lock.rs`): refuse (`ErrorKind::ResourceBusy`, naming the holder), or wait for it in
+    /// the writer thread, the index empty meanwhile (every lookup misses, demotions queue
+    /// and then drop, purges are remembered and logged once the lock is taken).
+    pub fn open_with(cfg: DiskConfig, wait: LockWait) -> io::Result<DiskEngine> {
         if cfg.data_capacity() < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -185,7 +207,16 @@ impl DiskEngine {
             ));
         }
         std::fs::create_dir_all(&cfg.path)?;
-        let key = super::recover::meta_key(&cfg.path)?;
+        let (lock, key) = match DirLock::acquire_within(&cfg.path, LOCK_GRACE)? {
+            Ok(lock) => (Locking::Held(lock), super::recover::meta_key(&cfg.path)?),
+            // The holder made the meta file when it opened the disk, and never rewrites a
+            // valid one: its key is read, and nothing else is touched, until the lock is ours.
+            Err(busy) if wait == LockWait::Wait => match super::recover::read_meta(&cfg.path) {
+                Some(key) => (Locking::Waiting(busy), key),
+                None => return Err(busy.error(&cfg.path)),
+            },
+            Err(busy) => return Err(busy.error(&cfg.path)),
+        };
         let shared = Arc::new(Shared {
             cfg,
             key,
@@ -204,7 +235,7 @@ impl DiskEngine {
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("sepia-disk-writer".into())
-            .spawn(move || super::writer::run(for_thread))?;
+            .spawn(move || super::writer::run(for_thread, lock))?;
         Ok(DiskEngine {
             shared,
             writer: Mutex::new(Some(handle)),

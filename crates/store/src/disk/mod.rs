@@ -106,6 +106,7 @@ mod engine;
 mod format;
 mod hash;
 mod index;
+mod lock;
 mod log;
 mod pool;
 mod recover;
@@ -116,6 +117,7 @@ pub use config::{DiskConfig, DiskStats};
 pub use engine::DiskEngine;
 pub(crate) use engine::{Demoted, DiskRecord, InFile};
 pub(crate) use format::CHUNK;
+pub use lock::LockWait;
 pub(crate) use pool::ReadPool;
 pub(crate) use segment::resident;
 

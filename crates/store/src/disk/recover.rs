@@ -25,16 +25,8 @@ const CK_HEADER: usize = CK_FIXED + 16 * SHARDS;
 /// damaged meta file makes every segment and checkpoint unreadable (their hashes were made
 /// under the lost key), so they are removed.
 pub(crate) fn meta_key(dir: &Path) -> io::Result<(u64, u64)> {
-    let path = dir.join("meta");
-    if let Ok(b) = fs::read(&path) {
-        if b.len() == 28
-            && &b[..8] == META_MAGIC
-            && crc32c::crc32c(&b[..24]).to_le_bytes() == b[24..28]
-        {
-            let k0 = u64::from_le_bytes(b[8..16].try_into().expect("8"));
-            let k1 = u64::from_le_bytes(b[16..24].try_into().expect("8"));
-            return Ok((k0, k1));
-        }
+    if let Some(key) = read_meta(dir) {
+        return Ok(key);
     }
     for id in segment::list(dir)? {
         fs::remove_file(segment::seg_path(dir, id))?;
@@ -47,6 +39,17 @@ pub(crate) fn meta_key(dir: &Path) -> io::Result<(u64, u64)> {
     b.extend_from_slice(&crc32c::crc32c(&b).to_le_bytes());
     write_durably(dir, "meta", &b)?;
     Ok(key)
+}
+
+/// The hash key of a valid `meta` file, without changing anything.
+pub(crate) fn read_meta(dir: &Path) -> Option<(u64, u64)> {
+    let b = fs::read(dir.join("meta")).ok()?;
+    let valid = b.len() == 28
+        && &b[..8] == META_MAGIC
+        && crc32c::crc32c(&b[..24]).to_le_bytes() == b[24..28];
+    let k0 = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+    let k1 = u64::from_le_bytes(b.get(16..24)?.try_into().ok()?);
+    valid.then_some((k0, k1))
 }
 
 /// 128 random bits from the standard library's randomly keyed hasher (no extra crate).

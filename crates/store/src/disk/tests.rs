@@ -363,3 +363,60 @@ fn write_budget_skips_and_counts() {
         "{s:?}"
     );
 }
+
+#[test]
+fn a_second_engine_on_a_directory_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(cfg(dir.path()));
+    let e = DiskEngine::open(cfg(dir.path())).expect_err("two engines on one directory");
+    assert_eq!(e.kind(), io::ErrorKind::ResourceBusy);
+    assert!(e.to_string().contains("in use by another Sepia"), "{e}");
+    drop(first);
+    drop(open(cfg(dir.path())));
+}
+
+/// A binary upgrade: the new process's engine waits for the old one, touching nothing, then
+/// loads the index the old one checkpointed at close, with what was queued meanwhile.
+#[test]
+fn a_waiting_engine_takes_over_once_the_holder_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = open(cfg(dir.path()));
+    put(&old, "before");
+    old.sync(false);
+    let new = DiskEngine::open_with(cfg(dir.path()), super::LockWait::Wait).expect("open");
+    assert_eq!(
+        check(&new, "before"),
+        None,
+        "read before the lock was taken"
+    );
+    assert!(
+        !new.wait_loaded(Duration::from_millis(200)),
+        "loaded while held"
+    );
+    put(&old, "late");
+    new.purge(b"before");
+    old.close();
+    drop(old);
+    assert!(new.wait_loaded(Duration::from_secs(10)));
+    assert_eq!(check(&new, "late"), Some(true));
+    assert_eq!(
+        check(&new, "before"),
+        None,
+        "the purge made while waiting was lost"
+    );
+}
+
+#[test]
+fn a_waiting_engine_closed_first_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = open(cfg(dir.path()));
+    put(&old, "kept");
+    old.sync(true);
+    let new = DiskEngine::open_with(cfg(dir.path()), super::LockWait::Wait).expect("open");
+    new.close();
+    drop(new);
+    old.close();
+    drop(old);
+    let e = open(cfg(dir.path()));
+    assert_eq!(check(&e, "kept"), Some(true));
+}

@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::engine::{Cmd, Shared};
+use super::engine::{Cmd, Locking, Shared};
 use super::format::{RecordParts, SummaryEntry, KIND_OBJECT, KIND_TOMBSTONE};
 use super::index::Loc;
+use super::lock::{Busy, DirLock};
 use super::segment::SegFile;
 
 /// The segment being written.
@@ -42,7 +43,23 @@ pub(crate) struct Writer {
     budget_window: (Instant, u64),
 }
 
-pub(crate) fn run(shared: Arc<Shared>) {
+/// The writer thread: takes the directory's lock (waiting for it when another process
+/// holds it), loads the index, then writes until `Shutdown`. The lock is held until this
+/// returns (the engine is dropped) or the process ends.
+pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
+    let _lock = match lock {
+        Locking::Held(lock) => lock,
+        Locking::Waiting(busy) => match wait_for_lock(&shared, busy) {
+            Some(lock) => lock,
+            None => {
+                // Closed (or failed) before the other process let go: this process never
+                // touches the directory. Commands are still answered.
+                shared.counters.failed.store(true, Relaxed);
+                shared.counters.loading.store(false, Relaxed);
+                return idle(&shared);
+            }
+        },
+    };
     let mut w = Writer {
         shared,
         active: None,
@@ -63,6 +80,58 @@ pub(crate) fn run(shared: Arc<Shared>) {
     w.shared.counters.loading.store(false, Relaxed);
     w.publish_bytes();
     w.serve();
+}
+
+/// How often a waiting writer tries the other process's lock again.
+const LOCK_RETRY: Duration = Duration::from_millis(50);
+
+/// Waits until the process holding the directory lets go (it checkpoints its index when it
+/// stops, then exits); `None` when this engine is closed first or the lock file fails.
+fn wait_for_lock(shared: &Shared, mut busy: Busy) -> Option<DirLock> {
+    let dir = shared.cfg.path.display();
+    let holder = busy.holder.map_or("?".to_string(), |p| p.to_string());
+    tracing::info!(disk = %dir, holder, "disk cache held by the previous process: serving without it until it lets go");
+    let started = Instant::now();
+    loop {
+        if shared.closed.load(Relaxed) {
+            tracing::warn!(disk = %dir, "closed before the previous process let go of the disk cache");
+            return None;
+        }
+        match busy.retry() {
+            Ok(Ok(lock)) => {
+                let waited_ms = started.elapsed().as_millis() as u64;
+                tracing::info!(disk = %dir, waited_ms, "disk cache taken over: loading its index");
+                return Some(lock);
+            }
+            Ok(Err(still)) => busy = still,
+            Err(e) => {
+                shared.fault("lock", &e);
+                return None;
+            }
+        }
+        std::thread::sleep(LOCK_RETRY);
+    }
+}
+
+/// A writer that never got the directory: answers every command, writes nothing.
+fn idle(shared: &Shared) {
+    loop {
+        let cmd = {
+            let mut q = shared.lock_queue();
+            loop {
+                if let Some(cmd) = q.cmds.pop_front() {
+                    take_accounting(&mut q, &cmd);
+                    break cmd;
+                }
+                q = shared.wake.wait(q).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        match cmd {
+            Cmd::Sync(_, done) | Cmd::Close(done) => drop(done.send(())),
+            Cmd::Shutdown => return,
+            _ => {}
+        }
+    }
 }
 
 impl Writer {
