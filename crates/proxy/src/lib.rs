@@ -27,4 +27,4 @@ mod transport;
 mod upstream;
 
 pub use front::burst::worker_parks;
-pub use server::{Reloader, Server};
+pub use server::{Inherited, PassedSocket, Reloader, Server, SocketRole};

@@ -45,18 +45,27 @@ pub struct Admin {
 
 impl Admin {
     /// Binds the admin listener. Must be called inside the tokio runtime.
+    /// The admin listener on `passed` (the socket a replaced process listened on, already
+    /// non-blocking), else on a socket bound now.
     pub fn bind(
         config: &AdminConfig,
         listeners: Vec<String>,
         open: Box<dyn Fn() -> u64 + Send + Sync>,
+        passed: Option<std::net::TcpListener>,
     ) -> io::Result<Admin> {
-        let std = std::net::TcpListener::bind(config.listen).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot listen on {} (admin): {e}", config.listen),
-            )
-        })?;
-        std.set_nonblocking(true)?;
+        let std = match passed {
+            Some(passed) => passed,
+            None => {
+                let std = std::net::TcpListener::bind(config.listen).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("cannot listen on {} (admin): {e}", config.listen),
+                    )
+                })?;
+                std.set_nonblocking(true)?;
+                std
+            }
+        };
         sepia_observe::metrics::set_listeners(listeners.len());
         Ok(Admin {
             listener: TcpListener::from_std(std)?,
@@ -71,6 +80,17 @@ impl Admin {
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The address the configuration names (what a passed socket is matched by).
+    pub fn configured(&self) -> SocketAddr {
+        self.config.listen
+    }
+
+    /// A second descriptor of the listening socket (a binary upgrade passes it on).
+    pub fn socket(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.listener.as_fd().try_clone_to_owned()
     }
 
     /// Serves until the task is dropped.

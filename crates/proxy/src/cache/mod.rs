@@ -16,7 +16,7 @@ use nix::sys::resource::{getrlimit, Resource};
 use sepia_cache_policy::{HeuristicRule, PolicyConfig, TargetList};
 use sepia_config::{CacheConfig, Listener};
 use sepia_store::{
-    DiskConfig, FileHome, MemoryStore, Store, StoreConfig, TieredConfig, TieredStore,
+    DiskConfig, FileHome, LockWait, MemoryStore, Store, StoreConfig, TieredConfig, TieredStore,
 };
 
 pub use bans::{Ban, Bans};
@@ -77,6 +77,7 @@ impl Cache {
         config: &CacheConfig,
         listeners: &[Listener],
         tag_fields: Vec<String>,
+        lock_wait: LockWait,
     ) -> Result<Option<Cache>, String> {
         if !config.enabled {
             return Ok(None);
@@ -99,9 +100,10 @@ impl Cache {
             let tiered = TieredConfig {
                 segment_body_min,
                 read_threads: config.disk_read_threads,
+                lock_wait,
                 ..TieredConfig::new(memory, disks)
             };
-            Arc::new(TieredStore::open(tiered))
+            Arc::new(TieredStore::try_open(tiered).map_err(|e| e.to_string())?)
         };
         Ok(Some(Cache {
             store,

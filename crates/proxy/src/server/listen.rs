@@ -10,6 +10,7 @@ use sepia_config::Mode;
 use socket2::{Domain, Socket, Type};
 use tokio::net::TcpListener;
 
+use super::handover::{Inherited, SocketRole};
 use super::parked::{spawn_session, spawn_tls_session, Accepted};
 use super::parking_lot::ParkingLot;
 use super::tracker::Tracker;
@@ -51,6 +52,18 @@ impl Bound {
             index: u16::try_from(index).unwrap_or(u16::MAX),
             tls: tls.map(Arc::new),
         })
+    }
+}
+
+/// The socket of configured listener `l`: the one passed for it by the process this one
+/// replaces (a binary upgrade), else bound now.
+pub(super) fn listener_for(
+    l: &sepia_config::Listener,
+    inherited: &mut Inherited,
+) -> io::Result<TcpListener> {
+    match inherited.take(SocketRole::of(l)) {
+        Some(passed) => TcpListener::from_std(passed),
+        None => bind_listener(l),
     }
 }
 

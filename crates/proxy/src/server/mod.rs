@@ -2,6 +2,7 @@
 //! let in-flight requests finish (idle keep-alive connections close at once, busy ones after
 //! their current response) and give up after the configured grace period.
 
+mod handover;
 mod idle_clock;
 mod listen;
 mod parked;
@@ -18,11 +19,12 @@ use std::sync::Arc;
 use sepia_config::Config;
 use sepia_observe::AccessLog;
 
-use self::listen::{bind_listener, Bound};
+pub use self::handover::{Inherited, PassedSocket, SocketRole};
+use self::listen::{listener_for, Bound};
 use self::parked::Accepted;
 use self::parking_lot::ParkingLot;
 pub use self::reload::Reloader;
-use self::reload::{Listening, ReloadRequest};
+use self::reload::{Listening, Request};
 use self::tracker::Tracker;
 use crate::admin::Admin;
 use crate::state::State;
@@ -40,8 +42,9 @@ pub struct Server {
     listeners: Vec<Bound>,
     /// The admin listener, when `[admin]` is configured, and the connection count it reports.
     admin: Option<(Arc<Admin>, Arc<Tracker>)>,
-    /// Reloads asked for by [`Reloader`]s (SIGHUP in the binary).
-    reloads: tokio::sync::mpsc::UnboundedReceiver<ReloadRequest>,
+    /// Reloads asked for by [`Reloader`]s (SIGHUP in the binary), and requests for the
+    /// listening sockets (a binary upgrade).
+    reloads: tokio::sync::mpsc::UnboundedReceiver<Request>,
     reloader: Reloader,
     /// Where idle plain-TCP connections wait, and the epoll set its task waits on.
     lot: (Arc<ParkingLot<Accepted>>, mio::Poll),
@@ -50,9 +53,20 @@ pub struct Server {
 impl Server {
     /// Binds every configured listener. Must be called inside the tokio runtime.
     pub fn bind(config: Arc<Config>, log: AccessLog) -> io::Result<Server> {
+        Server::bind_with(config, log, Inherited::default())
+    }
+
+    /// [`Server::bind`] for the process that replaces a running one (a binary upgrade): the
+    /// listeners take the sockets it passed (`handover.rs`), and disks it holds are waited
+    /// for rather than refused.
+    pub fn bind_with(
+        config: Arc<Config>,
+        log: AccessLog,
+        mut inherited: Inherited,
+    ) -> io::Result<Server> {
         let mut listeners = Vec::with_capacity(config.listeners.len());
         for l in &config.listeners {
-            let listener = bind_listener(l)?;
+            let listener = listener_for(l, &mut inherited)?;
             listeners.push(Bound::new(Arc::new(listener), l, listeners.len())?);
         }
         let admin = match &config.admin {
@@ -62,15 +76,24 @@ impl Server {
                 let counted = tracker.clone();
                 let open = Box::new(move || counted.count.load(Ordering::Relaxed) as u64);
                 let names = config.listeners.iter().map(|l| l.address.to_string());
-                Some((Arc::new(Admin::bind(a, names.collect(), open)?), tracker))
+                let passed = inherited.take(SocketRole::Admin { address: a.listen });
+                let admin = Admin::bind(a, names.collect(), open, passed)?;
+                Some((Arc::new(admin), tracker))
             }
+        };
+        for role in inherited.leftover() {
+            tracing::info!("{role}: not in this configuration any more, closed");
+        }
+        let disks = match inherited.wait_for_disks {
+            true => sepia_store::LockWait::Wait,
+            false => sepia_store::LockWait::Fail,
         };
         let (reloader, reloads) = Reloader::new();
         let lot = ParkingLot::new().map_err(|e| {
             io::Error::new(e.kind(), format!("the idle connections' epoll set: {e}"))
         })?;
         Ok(Server {
-            state: Arc::new(State::new(config, log)?),
+            state: Arc::new(State::with_disks(config, log, disks)?),
             listeners,
             admin,
             reloads,
@@ -117,6 +140,7 @@ impl Server {
             Some((admin, tracker)) => (Some(admin), tracker),
             None => (None, Arc::new(Tracker::new(Arc::default()))),
         };
+        let admin_socket = admin.clone();
         let admin = admin.map(|a| tokio::spawn(a.run(self.state.clone())));
         tokio::spawn(tracker.clock.clone().run(tracker.shutdown.clone()));
         let (lot, poll) = self.lot;
@@ -128,10 +152,15 @@ impl Server {
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
-                Some(request) = self.reloads.recv() => {
-                    let result = reload::apply(&mut self.state, &mut listening, &tracker, request.config, request.log);
-                    let _ = request.done.send(result);
-                }
+                Some(request) = self.reloads.recv() => match request {
+                    Request::Reload { config, log, done } => {
+                        let result = reload::apply(&mut self.state, &mut listening, &tracker, config, log);
+                        let _ = done.send(result);
+                    }
+                    Request::Sockets(done) => {
+                        let _ = done.send(sockets(&listening, admin_socket.as_deref()));
+                    }
+                },
             }
         }
         tracing::info!("shutting down: no new connections; finishing in-flight requests");
@@ -160,6 +189,20 @@ impl Server {
             tracing::error!("closing the cache store failed: {e}");
         }
     }
+}
+
+/// Every listening socket, duplicated, with its role: the listeners', then the admin one.
+fn sockets(listening: &Listening, admin: Option<&Admin>) -> io::Result<Vec<PassedSocket>> {
+    let mut sockets = listening.sockets()?;
+    if let Some(admin) = admin {
+        sockets.push(PassedSocket {
+            role: SocketRole::Admin {
+                address: admin.configured(),
+            },
+            fd: admin.socket()?,
+        });
+    }
+    Ok(sockets)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use sepia_config::{AlpnProtocol, Mode};
 use tokio::sync::futures::OwnedNotified;
@@ -55,6 +56,31 @@ impl Parkable for Accepted {
             spawn_session(self, Conn::Tcp(stream), peer);
         }
     }
+
+    fn close(self, stream: TcpStream) {
+        tokio::spawn(close_gracefully(Conn::Tcp(stream), self.guard));
+    }
+}
+
+/// How long a connection closed by a shutdown keeps reading after its FIN (at most).
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Closes an idle client connection when the server stops (RFC 9112 §9.6): our side first
+/// (FIN, or TLS close_notify then FIN), then what the client still sends is read and
+/// dropped until it closes too, for up to `LINGER`. Closing the socket with unread bytes in
+/// it would answer a request that crossed our FIN with a reset, which can destroy what the
+/// client had not read yet; this way it sees an orderly end of the connection. `guard`
+/// keeps the drain waiting for it.
+pub(super) async fn close_gracefully(mut conn: Conn, guard: Guard) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let drain = async {
+        conn.shutdown().await?;
+        let mut sink = [0u8; 512];
+        while conn.read(&mut sink).await? > 0 {}
+        std::io::Result::Ok(())
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+    drop(guard);
 }
 
 /// Runs a client session; if it goes idle, parks the connection in a separate small task so
@@ -109,9 +135,10 @@ async fn run_session(mut accepted: Accepted, conn: Conn, peer: SocketAddr) {
     }
     let listener = listener_of(&accepted, &conn);
     let shutdown = accepted.guard.shutdown();
-    let served = h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await;
-    if let h1::Served::Idle(conn) = served {
-        park(accepted, conn);
+    match h1::serve(accepted.state.clone(), conn, peer, listener, shutdown).await {
+        h1::Served::Idle(conn) => park(accepted, conn),
+        h1::Served::Stopped(conn) => close_gracefully(conn, accepted.guard).await,
+        h1::Served::Closed => {}
     }
 }
 
@@ -177,13 +204,16 @@ impl Future for Parked {
             return Poll::Ready(());
         };
         if accepted.guard.stopping() {
-            return Poll::Ready(());
+            return stop(this.accepted, this.conn);
         }
         // Woken by the clock (its second, or an early one: see `IdleClock::waiter`) or by
         // shutdown: close when due, else wait on the clock again.
         while this.wake.as_mut().poll(cx).is_ready() {
             let clock = accepted.guard.clock();
-            if accepted.guard.stopping() || clock.now() >= accepted.parked_until {
+            if accepted.guard.stopping() {
+                return stop(this.accepted, this.conn);
+            }
+            if clock.now() >= accepted.parked_until {
                 return Poll::Ready(());
             }
             this.wake.set(clock.waiter(accepted.parked_until));
@@ -205,4 +235,12 @@ impl Future for Parked {
         }
         Poll::Pending
     }
+}
+
+/// A parked connection at shutdown: closed gracefully, in a task of its own.
+fn stop(accepted: &mut Option<Accepted>, conn: &mut Option<Conn>) -> Poll<()> {
+    if let (Some(accepted), Some(conn)) = (accepted.take(), conn.take()) {
+        tokio::spawn(close_gracefully(conn, accepted.guard));
+    }
+    Poll::Ready(())
 }

@@ -41,6 +41,8 @@ pub(super) trait Parkable: Send + 'static {
     fn stopping(&self) -> bool;
     /// The client sent again (or closed): serve it.
     fn resume(self, stream: tokio::net::TcpStream);
+    /// The server is stopping: close the connection (gracefully).
+    fn close(self, stream: tokio::net::TcpStream);
 }
 
 pub(super) struct ParkingLot<T> {
@@ -149,11 +151,11 @@ impl<T: Parkable> ParkingLot<T> {
         };
         // Out of the lot's set before tokio's takes the descriptor: in both, it would wake both.
         let _ = self.registry.deregister(&mut SourceFd(&stream.as_raw_fd()));
-        if parked.stopping() {
-            return;
-        }
         if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-            parked.resume(stream);
+            match parked.stopping() {
+                true => parked.close(stream),
+                false => parked.resume(stream),
+            }
         }
     }
 
@@ -211,9 +213,18 @@ impl<T: Parkable> ParkingLot<T> {
             Ok(_) => {}
             Err(e) => tracing::error!("the parking lot cannot wait on its epoll set: {e}"),
         }
-        // Shutdown (or a broken lot): parked connections are idle, so they close at once.
+        // Shutdown (or a broken lot): parked connections are idle, so they close at once, each
+        // gracefully (a request may be crossing our FIN). A broken lot's do too: nothing
+        // would wake them any more.
         let mut slots = self.slots();
         self.closed.store(true, Ordering::Release);
-        *slots = Slots::default();
+        let parked = std::mem::take(&mut *slots);
+        drop(slots);
+        for Slot { parked, stream } in parked.slots.into_iter().flatten() {
+            let _ = self.registry.deregister(&mut SourceFd(&stream.as_raw_fd()));
+            if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
+                parked.close(stream);
+            }
+        }
     }
 }

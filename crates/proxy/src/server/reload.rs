@@ -7,8 +7,11 @@
 //! the new mode and TLS files; new addresses are bound, removed ones closed. Everything that
 //! can fail (TLS files, binding, building the state) is done before anything is swapped, so a
 //! failed reload leaves the running configuration as it was.
+//!
+//! The same channel hands out the listening sockets for a binary upgrade (`handover.rs`).
 
 use std::io;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use sepia_config::{Changes, Config, Mode};
@@ -17,26 +20,32 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::handover::{PassedSocket, SocketRole};
 use super::listen::{accept_loop, bind_listener, Bound};
 use super::parked::Accepted;
 use super::parking_lot::ParkingLot;
 use super::tracker::Tracker;
 use crate::state::State;
 
-/// Asks a running [`super::Server`] to reload. Cheap to clone.
+/// Asks a running [`super::Server`] to reload, or for its listening sockets (a binary
+/// upgrade). Cheap to clone.
 #[derive(Clone)]
 pub struct Reloader {
-    requests: mpsc::UnboundedSender<ReloadRequest>,
+    requests: mpsc::UnboundedSender<Request>,
 }
 
-pub(super) struct ReloadRequest {
-    pub(super) config: Config,
-    pub(super) log: AccessLog,
-    pub(super) done: oneshot::Sender<io::Result<Changes>>,
+/// What a [`Reloader`] asks of the running server.
+pub(super) enum Request {
+    Reload {
+        config: Config,
+        log: AccessLog,
+        done: oneshot::Sender<io::Result<Changes>>,
+    },
+    Sockets(oneshot::Sender<io::Result<Vec<PassedSocket>>>),
 }
 
 impl Reloader {
-    pub(super) fn new() -> (Reloader, mpsc::UnboundedReceiver<ReloadRequest>) {
+    pub(super) fn new() -> (Reloader, mpsc::UnboundedReceiver<Request>) {
         let (requests, rx) = mpsc::unbounded_channel();
         (Reloader { requests }, rx)
     }
@@ -46,7 +55,23 @@ impl Reloader {
     /// on error nothing changed.
     pub async fn reload(&self, config: Config, log: AccessLog) -> io::Result<Changes> {
         let (done, answer) = oneshot::channel();
-        let request = ReloadRequest { config, log, done };
+        self.ask(Request::Reload { config, log, done }, answer)
+            .await
+    }
+
+    /// Duplicates of every socket the server listens on now, with the configured address
+    /// each serves (admin included), for the binary that replaces this one. The server goes
+    /// on accepting on its own copies until it stops.
+    pub async fn sockets(&self) -> io::Result<Vec<PassedSocket>> {
+        let (done, answer) = oneshot::channel();
+        self.ask(Request::Sockets(done), answer).await
+    }
+
+    async fn ask<T>(
+        &self,
+        request: Request,
+        answer: oneshot::Receiver<io::Result<T>>,
+    ) -> io::Result<T> {
         let stopped = || io::Error::other("the server is not running");
         self.requests.send(request).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?
@@ -82,6 +107,19 @@ impl Listening {
             .map(|(config, b)| Running::spawn(config, b, state, tracker, &lot))
             .collect();
         Listening { running, lot }
+    }
+
+    /// A duplicate of each listening socket, with the role it serves.
+    pub(super) fn sockets(&self) -> io::Result<Vec<PassedSocket>> {
+        self.running
+            .iter()
+            .map(|r| {
+                Ok(PassedSocket {
+                    role: SocketRole::of(&r.config),
+                    fd: r.listener.as_fd().try_clone_to_owned()?,
+                })
+            })
+            .collect()
     }
 
     /// Stops every accept loop (shutdown): their sockets close.

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use sepia_config::Config;
 use sepia_observe::AccessLog;
+use sepia_store::LockWait;
 
 use crate::cache::Cache;
 use crate::upstream::Upstreams;
@@ -43,12 +44,21 @@ pub struct State {
 
 impl State {
     /// Must run inside the tokio runtime (the pool starts its sweeper task).
+    #[cfg(test)]
     pub fn new(config: Arc<Config>, log: AccessLog) -> io::Result<State> {
+        State::with_disks(config, log, LockWait::Fail)
+    }
+
+    /// The state of `config`, saying what a disk another process holds does: refused (a
+    /// start), or waited for (a binary upgrade's new process). Must run inside the tokio
+    /// runtime (the pool starts its sweeper task).
+    pub fn with_disks(config: Arc<Config>, log: AccessLog, disks: LockWait) -> io::Result<State> {
         let tag_fields = config.admin.as_ref().map(|a| a.tag_fields.clone());
         let cache = Cache::from_config(
             &config.cache,
             &config.listeners,
             tag_fields.unwrap_or_default(),
+            disks,
         );
         let tz = sepia_access::TimeZone::system();
         State::assemble(config, cache, log, tz)

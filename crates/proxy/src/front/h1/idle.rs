@@ -1,5 +1,6 @@
-//! A client connection waiting for its next request: parked after `IDLE_RELEASE` without one,
-//! closed when the server shuts down.
+//! A client connection waiting for its next request: parked after `IDLE_RELEASE` without one;
+//! when the server shuts down (or hands over to a new binary), given `LAST_REQUEST_WAIT` for
+//! a request already on its way, then closed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -17,6 +18,13 @@ use crate::transport::Conn;
 /// connection is parked (see `server::parked::Parked`): a socket and a small task, a few hundred bytes
 /// instead of several KiB.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
+
+/// How long a connection that was between requests when shutdown began still waits for one.
+/// Closing it at once races the client's next request: sent before our FIN reached it, the
+/// request is lost and the client sees the connection closed under it (it may retry, RFC
+/// 9112 §9.3.1, but need not). A busy client sends within a round trip, and is then answered
+/// with `Connection: close`; one silent this long was idle, and is closed.
+const LAST_REQUEST_WAIT: Duration = Duration::from_millis(500);
 
 pin_project_lite::pin_project! {
     /// The timer and shutdown waiter of a connection's waits for its next request, made once
@@ -39,6 +47,17 @@ pub(super) enum Waited {
     Readable,
     Idle,
     Closed,
+    /// Shutdown began: see [`last_request`].
+    Stopping,
+}
+
+/// After shutdown began: whether the client sends (or closes) within `LAST_REQUEST_WAIT`.
+pub(super) async fn last_request(conn: &mut Conn) -> bool {
+    let readable = std::future::poll_fn(|cx| conn.poll_read_ready(cx));
+    matches!(
+        tokio::time::timeout(LAST_REQUEST_WAIT, readable).await,
+        Ok(Ok(()))
+    )
 }
 
 /// Waits until the client sends its next request, the connection has been idle long enough to
@@ -72,7 +91,7 @@ pub(super) async fn wait_for_request(
             // Read after the waiter exists: a shutdown that began before is seen here, one
             // that begins after wakes the waiter.
             if shutdown.has_begun() {
-                return Poll::Ready(Waited::Closed);
+                return Poll::Ready(Waited::Stopping);
             }
         }
         let Some(armed) = idle.as_mut().as_pin_mut() else {
@@ -80,7 +99,7 @@ pub(super) async fn wait_for_request(
         };
         let mut armed = armed.project();
         if armed.stop.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Waited::Closed);
+            return Poll::Ready(Waited::Stopping);
         }
         while armed.timer.as_mut().poll(cx).is_ready() {
             if !parks || !*active {

@@ -11,7 +11,7 @@ use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
 
 use super::client_io::ClientIo;
 use super::exchange::H1Exchange;
-use super::idle::{wait_for_request, IdleWait, Waited};
+use super::idle::{last_request, wait_for_request, IdleWait, Waited};
 use crate::front::{burst, h2, Listener};
 use crate::model::{ClientInfo, Outcome};
 use crate::pipeline::{self, Buffers, ConnInfo};
@@ -33,6 +33,9 @@ pub enum Served {
     Closed,
     /// Idle keep-alive connection with no unread bytes: park it until it becomes readable.
     Idle(Conn),
+    /// The server is stopping and the connection is between requests, its client silent:
+    /// close it gracefully (`server::parked::close_gracefully`).
+    Stopped(Conn),
 }
 
 /// One client connection and what persists across its requests.
@@ -47,6 +50,7 @@ enum HeadRead {
     Request,
     Closed,
     Idle,
+    Stopped,
     TimedOut,
     Invalid(ParseError),
 }
@@ -91,6 +95,7 @@ pub async fn serve(
         let refusal = match head {
             HeadRead::Closed => return Served::Closed,
             HeadRead::Idle => return Served::Idle(session.io.into_conn()),
+            HeadRead::Stopped => return Served::Stopped(session.io.into_conn()),
             HeadRead::TimedOut => Outcome::local(408, "the request head did not arrive in time"),
             HeadRead::Invalid(e) => {
                 let h2c = first && h2c_allowed(&state, &info);
@@ -120,7 +125,9 @@ pub async fn serve(
                 // Drop this request's slices of the read buffer: with no other reference left,
                 // the next read reuses the same allocation instead of allocating a new one.
                 req.clear();
-                if keep && !session.shutdown.has_begun() {
+                // Shutdown since the answer said it kept the connection: `read_head` waits a
+                // moment for the request the client may already be sending.
+                if keep {
                     continue;
                 }
                 return Served::Closed;
@@ -152,20 +159,26 @@ async fn read_head(
             Err(e) => return HeadRead::Invalid(e),
         }
         if buf.is_empty() {
-            if session.shutdown.has_begun() {
-                return HeadRead::Closed;
-            }
-            let waited = wait_for_request(
-                &mut session.io.conn,
-                &session.shutdown,
-                &mut session.active,
-                t.client_idle,
-                idle.as_mut(),
-            );
-            match waited.await {
+            let waited = match session.shutdown.has_begun() {
+                true => Waited::Stopping,
+                false => {
+                    let waiting = wait_for_request(
+                        &mut session.io.conn,
+                        &session.shutdown,
+                        &mut session.active,
+                        t.client_idle,
+                        idle.as_mut(),
+                    );
+                    waiting.await
+                }
+            };
+            match waited {
                 Waited::Readable => {}
                 Waited::Idle => return HeadRead::Idle,
                 Waited::Closed => return HeadRead::Closed,
+                // Its answer carries `Connection: close` (shutdown has begun).
+                Waited::Stopping if last_request(&mut session.io.conn).await => {}
+                Waited::Stopping => return HeadRead::Stopped,
             }
         }
         let ClientIo { conn, buf, .. } = &mut session.io;
