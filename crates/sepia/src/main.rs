@@ -1,6 +1,7 @@
 //! `sepia`: the command line. Loads a configuration (a file, a quick-start, or the built-in
 //! default), builds the runtime, serves until SIGTERM/SIGINT, then drains. SIGUSR1 reopens
-//! the access log file (log rotation), SIGHUP reloads the configuration file (`reload.rs`).
+//! the access log file (log rotation), SIGHUP reloads the configuration file (`reload.rs`),
+//! SIGUSR2 hands the listening sockets to a new binary and drains (`upgrade`).
 //! Under systemd (`Type=notify`) it reports readiness and
 //! shutdown through `$NOTIFY_SOCKET` (see `notify`).
 
@@ -8,6 +9,7 @@ mod generate;
 mod import_squid;
 mod notify;
 mod reload;
+mod upgrade;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +31,10 @@ struct Cli {
     /// server.log_format).
     #[arg(long, value_name = "FORMAT", global = true)]
     log_format: Option<LogFormatArg>,
+    /// Started by a running Sepia to replace it (SIGUSR2): its listening sockets come on
+    /// stdin. Not for use by hand.
+    #[arg(long, hide = true, global = true)]
+    takeover: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -41,6 +47,12 @@ enum Command {
     /// Validate the configuration file, then ask the running Sepia (`[server] pid_file`) to
     /// reload it (SIGHUP). An invalid file is reported and nothing is signalled.
     Reload,
+    /// Replace the running Sepia (`[server] pid_file`) by the binary installed at the path it
+    /// was started from, without dropping a connection: validates the configuration file
+    /// with this binary, sends SIGUSR2 (the running process starts the new binary and hands
+    /// it its listening sockets, then finishes its requests and exits) and reports the
+    /// outcome. On failure the running process keeps serving.
+    Upgrade,
     /// Quick start: an accelerator in front of one or more origins.
     Reverse {
         /// Address to listen on, e.g. 0.0.0.0:80 or [::]:8080.
@@ -203,6 +215,9 @@ fn main() -> ExitCode {
     if let Some(Command::Reload) = &cli.command {
         return reload::signal_reload(&config);
     }
+    if let Some(Command::Upgrade) = &cli.command {
+        return upgrade::signal_upgrade(&config);
+    }
     let format = match cli.log_format {
         Some(LogFormatArg::Text) => EventLogFormat::Text,
         Some(LogFormatArg::Json) => EventLogFormat::Json,
@@ -211,7 +226,14 @@ fn main() -> ExitCode {
     init_tracing(format, config.server.log_level.as_str());
     // SIGHUP re-reads the file Sepia was started with (none for a quick start or the default).
     let file = cli.config.filter(|_| cli.command.is_none());
-    match run(config, file) {
+    let takeover = match cli.takeover.then(upgrade::Takeover::from_stdin).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!("{}: {e}", upgrade::TAKEOVER_FLAG);
+            return ExitCode::from(2);
+        }
+    };
+    match run(config, file, takeover) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Through the event log, so that a JSON log stays JSON to its last line.
@@ -226,6 +248,9 @@ fn main() -> ExitCode {
 fn load_config(cli: &Cli) -> Result<Config, String> {
     let loaded = match (&cli.command, &cli.config) {
         (Some(Command::Check), None) => return Err("check needs --config FILE".to_string()),
+        (Some(Command::Upgrade), None) => {
+            return Err("upgrade needs --config FILE (to find the running process and validate what the new binary will load)".to_string())
+        }
         (
             Some(Command::Reverse {
                 listen,
@@ -316,8 +341,9 @@ fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
     builder
 }
 
-/// `file`: the configuration file SIGHUP re-reads (none for a quick start or the default).
-fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
+/// `file`: the configuration file SIGHUP re-reads (none for a quick start or the default);
+/// `takeover`: set when this process replaces a running one (SIGUSR2 there).
+fn run(config: Config, file: Option<PathBuf>, takeover: Option<upgrade::Takeover>) -> std::io::Result<()> {
     raise_descriptor_limit();
     let runtime = runtime_builder(config.server.workers)
         .thread_name("sepia-worker")
@@ -332,13 +358,23 @@ fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
         let text = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok());
         let config = Arc::new(config);
         let shutdown = shutdown_signal()?;
-        let server = Server::bind(config.clone(), log)?;
-        // Installed whatever the log target: SIGUSR1's and SIGHUP's default actions would kill
-        // the process.
+        let inherited = match &takeover {
+            Some(t) => t.receive()?,
+            None => sepia_proxy::Inherited::default(),
+        };
+        let server = Server::bind_with(config.clone(), log, inherited)?;
+        // Installed whatever the log target: SIGUSR1's, SIGHUP's and SIGUSR2's default
+        // actions would kill the process.
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let signals =
-            reload::handle_signals(logs, file, pid_file.clone(), server.reloader(), stopped)?;
-        let signals = tokio::spawn(signals);
+        let (upgrader, handed_over) = upgrade::Upgrader::at_start(pid_file.clone());
+        let signals = reload::Signals {
+            logs,
+            path: file,
+            pid_file: pid_file.clone(),
+            reloader: server.reloader(),
+            upgrader,
+        };
+        let signals = tokio::spawn(signals.handle(stopped)?);
         let addrs = server.local_addrs();
         for addr in &addrs {
             tracing::info!("listening on {addr}");
@@ -346,14 +382,21 @@ fn run(config: Config, file: Option<PathBuf>) -> std::io::Result<()> {
         if let Some(addr) = server.admin_addr() {
             tracing::info!("admin listener on {addr}");
         }
-        reload::record_running(pid_file.as_deref(), text.as_deref());
         let status = serving_status(&addrs);
         // `run` polls this future once its accept loops are spawned: only then is Sepia ready.
         server
             .run(async move {
+                reload::record_running(pid_file.as_deref(), text.as_deref());
+                if let Some(takeover) = &takeover {
+                    takeover.ready();
+                    notify::main_pid(std::process::id());
+                }
                 notify::ready(&status);
-                shutdown.await;
-                notify::stopping("shutting down: finishing in-flight requests");
+                tokio::select! {
+                    () = shutdown => notify::stopping("shutting down: finishing in-flight requests"),
+                    // The new process is the service now: nothing to tell the service manager.
+                    Ok(pid) = handed_over => tracing::info!("handed over to process {pid}"),
+                }
             })
             .await;
         let _ = stop.send(());

@@ -42,15 +42,11 @@ pub fn reloading() {
 
 /// `MAINPID=`: the service's main process is now `pid` (a binary upgrade's new process, sent
 /// by it or by the old one; the unit needs `NotifyAccess=all` for the former).
-// Called by the reload and upgrade paths (issue 22, items 2 and 3), built beside this.
-#[allow(dead_code)]
 pub fn main_pid(pid: u32) {
     notify(&format!("MAINPID={pid}"));
 }
 
 /// `STATUS=`: a free-form line `systemctl status` shows.
-// Called by the reload and upgrade paths (issue 22, items 2 and 3), built beside this.
-#[allow(dead_code)]
 pub fn status(text: &str) {
     notify(&format!("STATUS={}", one_line(text)));
 }

@@ -13,6 +13,8 @@ use sepia_proxy::Reloader;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
 
+use crate::upgrade::Upgrader;
+
 /// `<pid_file>.running.toml`: the text of the configuration the process runs.
 fn running_copy(pid_file: &Path) -> PathBuf {
     let mut name = pid_file.as_os_str().to_owned();
@@ -55,7 +57,7 @@ fn read_pid(pid_file: &Path) -> Option<i32> {
 }
 
 /// The running process of `config`'s pid file, if there is one and it is alive.
-fn running_pid(config: &Config) -> Option<i32> {
+pub fn running_pid(config: &Config) -> Option<i32> {
     let pid = read_pid(config.server.pid_file.as_ref()?)?;
     let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
     alive.then_some(pid)
@@ -191,37 +193,59 @@ fn spawn_log(config: &Config) -> std::io::Result<(AccessLog, Option<AccessLogWri
     Ok((log, Some(writer)))
 }
 
-/// The signals of a running process: SIGUSR1 reopens the access log file (logrotate's
-/// "rename, then signal"); SIGHUP reloads `path`. Registered before this returns, so a signal
-/// right after start-up is not fatal. The task ends when `stop` fires and gives the logs back.
-pub fn handle_signals(
-    mut logs: Logs,
-    path: Option<PathBuf>,
-    pid_file: Option<PathBuf>,
-    reloader: Reloader,
-    stop: oneshot::Receiver<()>,
-) -> std::io::Result<impl std::future::Future<Output = Logs>> {
-    let mut usr1 = signal(SignalKind::user_defined1())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    Ok(async move {
-        let mut stop = std::pin::pin!(stop);
-        loop {
-            tokio::select! {
-                _ = &mut stop => return logs,
-                Some(()) = usr1.recv() => match logs.reopen() {
-                    Some(reopen) => {
-                        tracing::info!("SIGUSR1: reopening the access log");
-                        reopen.request();
-                    }
-                    None => tracing::debug!("SIGUSR1: no access log file to reopen"),
-                },
-                Some(()) = hup.recv() => match &path {
-                    Some(path) => reload(path, pid_file.as_deref(), &mut logs, &reloader).await,
-                    None => tracing::warn!("SIGHUP: no configuration file to reload (a quick start)"),
-                },
+/// What the signals of a running process act on: SIGUSR1 reopens the access log file
+/// (logrotate's "rename, then signal"); SIGHUP reloads `path`; SIGUSR2 hands over to a new
+/// binary (`upgrade`).
+pub struct Signals {
+    pub logs: Logs,
+    pub path: Option<PathBuf>,
+    pub pid_file: Option<PathBuf>,
+    pub reloader: Reloader,
+    pub upgrader: Upgrader,
+}
+
+impl Signals {
+    /// Registers the handlers before it returns, so a signal right after start-up is not
+    /// fatal. The task ends when `stop` fires and gives the logs back.
+    pub fn handle(
+        mut self,
+        stop: oneshot::Receiver<()>,
+    ) -> std::io::Result<impl std::future::Future<Output = Logs>> {
+        let mut usr1 = signal(SignalKind::user_defined1())?;
+        let mut usr2 = signal(SignalKind::user_defined2())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        Ok(async move {
+            let mut stop = std::pin::pin!(stop);
+            loop {
+                tokio::select! {
+                    _ = &mut stop => return self.logs,
+                    Some(()) = usr1.recv() => self.reopen(),
+                    Some(()) = hup.recv() => self.reload().await,
+                    Some(()) = usr2.recv() => self.upgrader.upgrade(&self.reloader).await,
+                }
             }
+        })
+    }
+
+    fn reopen(&self) {
+        match self.logs.reopen() {
+            Some(reopen) => {
+                tracing::info!("SIGUSR1: reopening the access log");
+                reopen.request();
+            }
+            None => tracing::debug!("SIGUSR1: no access log file to reopen"),
         }
-    })
+    }
+
+    async fn reload(&mut self) {
+        match &self.path {
+            Some(path) => {
+                let pid_file = self.pid_file.as_deref();
+                reload(path, pid_file, &mut self.logs, &self.reloader).await
+            }
+            None => tracing::warn!("SIGHUP: no configuration file to reload (a quick start)"),
+        }
+    }
 }
 
 /// Re-reads and applies `path`; an invalid file is logged (file:line:key) and the running
