@@ -92,6 +92,13 @@ impl RawClient {
     }
 
     /// Everything the peer sends until it closes (or resets, or the read timeout passes).
+    /// Waits for the first byte of an answer without consuming it: `Ok(false)` when the
+    /// connection ended in order first (a kept-alive connection the server closed while the
+    /// request crossed its FIN: a client may send it again, RFC 9112 §9.3.1).
+    pub fn try_answer_began(&mut self) -> io::Result<bool> {
+        Ok(!self.reader.fill_buf()?.is_empty())
+    }
+
     pub fn read_until_close(&mut self) -> Vec<u8> {
         let mut out = Vec::new();
         let _ = self.reader.read_to_end(&mut out);

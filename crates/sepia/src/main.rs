@@ -343,7 +343,11 @@ fn runtime_builder(workers: usize) -> tokio::runtime::Builder {
 
 /// `file`: the configuration file SIGHUP re-reads (none for a quick start or the default);
 /// `takeover`: set when this process replaces a running one (SIGUSR2 there).
-fn run(config: Config, file: Option<PathBuf>, takeover: Option<upgrade::Takeover>) -> std::io::Result<()> {
+fn run(
+    config: Config,
+    file: Option<PathBuf>,
+    takeover: Option<upgrade::Takeover>,
+) -> std::io::Result<()> {
     raise_descriptor_limit();
     let runtime = runtime_builder(config.server.workers)
         .thread_name("sepia-worker")

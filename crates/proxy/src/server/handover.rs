@@ -154,7 +154,11 @@ mod tests {
 
     #[test]
     fn roles_read_back_from_their_text() {
-        for text in ["listen 127.0.0.1:8080", "tproxy [::]:80", "admin 127.0.0.1:9090"] {
+        for text in [
+            "listen 127.0.0.1:8080",
+            "tproxy [::]:80",
+            "admin 127.0.0.1:9090",
+        ] {
             let role: SocketRole = text.parse().unwrap();
             assert_eq!(role.to_string(), text);
         }
@@ -180,7 +184,10 @@ mod tests {
             address,
             transparent: true,
         };
-        assert!(inherited.take(tproxy).is_none(), "a plain socket for tproxy");
+        assert!(
+            inherited.take(tproxy).is_none(),
+            "a plain socket for tproxy"
+        );
         assert!(inherited.take(role).is_some());
         assert!(inherited.take(role).is_none(), "taken twice");
         // A descriptor whose socket listens elsewhere than its role says.

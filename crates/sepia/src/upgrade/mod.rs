@@ -188,7 +188,10 @@ pub fn signal_upgrade(config: &Config) -> ExitCode {
         return ExitCode::from(2);
     };
     let Some(old) = crate::reload::running_pid(config) else {
-        eprintln!("sepia: no running Sepia found through {}", pid_file.display());
+        eprintln!(
+            "sepia: no running Sepia found through {}",
+            pid_file.display()
+        );
         return ExitCode::from(1);
     };
     let outcome = outcome_file(pid_file);

@@ -73,7 +73,10 @@ pub fn receive_sockets(socket: &OwnedFd, limit: Duration) -> io::Result<Vec<Pass
             fds.extend(received);
         }
     }
-    if msg.flags.intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC) {
+    if msg
+        .flags
+        .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC)
+    {
         return Err(io::Error::other("sockets message cut short"));
     }
     let text = std::str::from_utf8(&text[..msg.bytes])
