@@ -154,7 +154,7 @@ impl Server {
                 () = &mut shutdown => break,
                 Some(request) = self.reloads.recv() => match request {
                     Request::Reload { config, log, done } => {
-                        let result = reload::apply(&mut self.state, &mut listening, &tracker, config, log);
+                        let result = reload::apply(&mut self.state, &mut listening, &tracker, *config, log);
                         let _ = done.send(result);
                     }
                     Request::Sockets(done) => {

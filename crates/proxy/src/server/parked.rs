@@ -46,10 +46,6 @@ impl Parkable for Accepted {
         self.parked_until
     }
 
-    fn stopping(&self) -> bool {
-        self.guard.stopping()
-    }
-
     fn resume(self, stream: TcpStream) {
         // A peer that already reset the connection has nothing to serve.
         if let Ok(peer) = stream.peer_addr() {

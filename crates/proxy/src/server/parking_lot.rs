@@ -37,8 +37,6 @@ const EVENTS: usize = 256;
 pub(super) trait Parkable: Send + 'static {
     /// The `IdleClock` second at which the connection closes.
     fn parked_until(&self) -> u32;
-    /// Whether the server is stopping: a woken connection is then closed, not served.
-    fn stopping(&self) -> bool;
     /// The client sent again (or closed): serve it.
     fn resume(self, stream: tokio::net::TcpStream);
     /// The server is stopping: close the connection (gracefully).
@@ -151,11 +149,10 @@ impl<T: Parkable> ParkingLot<T> {
         };
         // Out of the lot's set before tokio's takes the descriptor: in both, it would wake both.
         let _ = self.registry.deregister(&mut SourceFd(&stream.as_raw_fd()));
+        // Even once shutdown began: what woke it is most likely a request, which its session
+        // answers (with `Connection: close`) before closing.
         if let Ok(stream) = tokio::net::TcpStream::from_std(stream) {
-            match parked.stopping() {
-                true => parked.close(stream),
-                false => parked.resume(stream),
-            }
+            parked.resume(stream);
         }
     }
 

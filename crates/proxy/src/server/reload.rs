@@ -37,7 +37,8 @@ pub struct Reloader {
 /// What a [`Reloader`] asks of the running server.
 pub(super) enum Request {
     Reload {
-        config: Config,
+        /// Boxed: a `Config` is large, and the channel's slots are sized by the largest.
+        config: Box<Config>,
         log: AccessLog,
         done: oneshot::Sender<io::Result<Changes>>,
     },
@@ -55,6 +56,7 @@ impl Reloader {
     /// on error nothing changed.
     pub async fn reload(&self, config: Config, log: AccessLog) -> io::Result<Changes> {
         let (done, answer) = oneshot::channel();
+        let config = Box::new(config);
         self.ask(Request::Reload { config, log, done }, answer)
             .await
     }

@@ -125,8 +125,7 @@ pub async fn serve(
                 // Drop this request's slices of the read buffer: with no other reference left,
                 // the next read reuses the same allocation instead of allocating a new one.
                 req.clear();
-                // Shutdown since the answer said it kept the connection: `read_head` waits a
-                // moment for the request the client may already be sending.
+                // Even if shutdown began since: `read_head` then waits for one last request.
                 if keep {
                     continue;
                 }
