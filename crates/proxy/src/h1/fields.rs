@@ -37,12 +37,19 @@ impl Fields for H1Fields<'_> {
 
     fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
         let id = HeaderId::from_name(name);
-        self.0
-            .iter()
-            .filter(move |h| {
-                h.id == id && (id != HeaderId::Other || h.name.eq_ignore_ascii_case(name))
-            })
-            .map(|h| h.value)
+        // A known name is found by its id: one bit test when the head lacks it (the Vary
+        // secondary key asks for its fields by name on every Vary'd miss).
+        let (known, other) = if id == HeaderId::Other {
+            (None, Some(self.0.iter()))
+        } else {
+            (Some(self.0.get_all(id)), None)
+        };
+        let other = other
+            .into_iter()
+            .flatten()
+            .filter(move |h| h.id == HeaderId::Other && h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value);
+        known.into_iter().flatten().chain(other)
     }
 
     fn known<'a>(&'a self, id: HeaderId) -> impl Iterator<Item = &'a [u8]> + 'a {
