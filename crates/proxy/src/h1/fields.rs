@@ -35,6 +35,10 @@ impl Fields for H1Fields<'_> {
         self.0.iter().map(|h| (h.name, h.value))
     }
 
+    fn lines_with_ids<'a>(&'a self) -> impl Iterator<Item = (HeaderId, &'a [u8], &'a [u8])> + 'a {
+        self.0.iter().map(|h| (h.id, h.name, h.value))
+    }
+
     fn values<'a>(&'a self, name: &'a [u8]) -> impl Iterator<Item = &'a [u8]> + 'a {
         let id = HeaderId::from_name(name);
         // A known name is found by its id: one bit test when the head lacks it (the Vary
