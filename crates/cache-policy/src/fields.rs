@@ -213,10 +213,39 @@ pub fn all_members<'a, F: Fields>(
     fields.values(name).flat_map(list_members)
 }
 
-/// Whether `b` is a `tchar` (RFC 9110 §5.6.2).
+/// Whether `b` is a `tchar` (RFC 9110 §5.6.2): one table load (the Cache-Status value of
+/// every answer checks its name and details byte by byte).
 pub fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    table
+};
 
 /// Whether `value` is a non-empty `token` (RFC 9110 §5.6.2).
 pub fn is_token(value: &[u8]) -> bool {
@@ -243,6 +272,14 @@ pub fn quoted_inner(value: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tchar_table_is_the_rfc_set() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(is_tchar(b), expected, "{b}");
+        }
+    }
 
     #[test]
     fn list_members_split_outside_quotes() {
