@@ -78,6 +78,10 @@ impl FieldView for H1Fields<'_> {
     fn shared(&self, id: HeaderId) -> Option<Bytes> {
         self.0.get_bytes(id)
     }
+
+    fn as_received(&self, lines: std::ops::Range<usize>) -> Option<&[u8]> {
+        self.0.as_received(lines)
+    }
 }
 
 #[cfg(test)]
