@@ -31,15 +31,15 @@ impl Span {
         if part.is_empty() {
             return Span::default();
         }
-        let start = (part.as_ptr() as usize)
-            .checked_sub(whole.as_ptr() as usize)
-            .filter(|s| s + part.len() <= whole.len())
-            .expect("a parsed part lies within its head");
-        let end = start + part.len();
-        Span(
-            u32::try_from(start).expect("head below 4 GiB"),
-            u32::try_from(end).expect("head below 4 GiB"),
-        )
+        // One check for all three conditions (every field of every head comes here): a part
+        // before `whole` wraps `start` around, and then `end` below it.
+        let start = (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize);
+        let end = start.wrapping_add(part.len());
+        assert!(
+            start < end && end <= whole.len() && end <= u32::MAX as usize,
+            "a parsed part lies within its head, below 4 GiB"
+        );
+        Span(start as u32, end as u32)
     }
 
     /// The bytes of `raw` this span covers.
