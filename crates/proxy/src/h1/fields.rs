@@ -2,9 +2,9 @@
 //! `Fields` and the pipeline's `FieldView`. Well-known names are matched by the `HeaderId`
 //! the codec assigned at parse time, so no string compare runs for them.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::Fields;
-use sepia_http1::{HeaderId, HeaderList};
+use sepia_http1::{put_header, HeaderId, HeaderList};
 
 use http::HeaderMap;
 
@@ -29,6 +29,23 @@ pub fn received_trailers(map: Option<HeaderMap>) -> Trailers {
 /// A head's field lines, borrowed.
 #[derive(Clone, Copy)]
 pub struct H1Fields<'h>(pub HeaderList<'h>);
+
+/// Writes the field lines `run` (indices into [`FieldView::each`]) of `fields` in HTTP/1.1
+/// form: copied at once when they arrived in exactly that form (`FieldView::as_received`),
+/// else line by line. The bytes are the same either way; per line, the copy saves four
+/// appends (callgrind, bench/RESULTS.md issue 23).
+pub fn put_run(out: &mut BytesMut, fields: &impl FieldView, run: std::ops::Range<usize>) {
+    if run.is_empty() {
+        return;
+    }
+    if let Some(lines) = fields.as_received(run.clone()) {
+        out.extend_from_slice(lines);
+        return;
+    }
+    for f in fields.each().skip(run.start).take(run.len()) {
+        put_header(out, f.name, f.value);
+    }
+}
 
 impl Fields for H1Fields<'_> {
     fn lines<'a>(&'a self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {

@@ -29,6 +29,7 @@ use sepia_http1::{
 };
 
 use crate::h1::body::BodyOut;
+use crate::h1::fields::put_run;
 use crate::model::{is_hop, BodyLength, FieldView, HeaderId, Method, ResponseView};
 
 /// What the head says besides the origin's response.
@@ -111,20 +112,6 @@ fn put_passed_fields(out: &mut BytesMut, resp: &impl ResponseView) {
         }
     }
     put_run(out, &fields, run);
-}
-
-/// Writes the field lines `run` of `fields`.
-fn put_run(out: &mut BytesMut, fields: &impl FieldView, run: std::ops::Range<usize>) {
-    if run.is_empty() {
-        return;
-    }
-    if let Some(lines) = fields.as_received(run.clone()) {
-        out.extend_from_slice(lines);
-        return;
-    }
-    for f in fields.each().skip(run.start).take(run.len()) {
-        put_header(out, f.name, f.value);
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use bytes::BytesMut;
 use sepia_config::{HeaderPolicy, XForwardedFor};
 use sepia_http1::{end_head, put_header, put_header_u64, put_request_line, Version};
 
+use crate::h1::fields::put_run;
 use crate::model::{
     is_hop, BodyLength, ClientInfo, Field, FieldView, HeaderId, RequestView, Scheme,
 };
@@ -102,21 +103,6 @@ fn copied_unchanged(
         | HeaderId::ProxyAuthorization => false,
         HeaderId::XForwardedFor => parts.policy.x_forwarded_for == XForwardedFor::Off,
         _ => true,
-    }
-}
-
-/// Writes the field lines `run` of `fields`: copied as received when they arrived in the form
-/// `put_header` writes (one copy instead of four appends per line), else line by line.
-fn put_run(out: &mut BytesMut, fields: &impl FieldView, run: std::ops::Range<usize>) {
-    if run.is_empty() {
-        return;
-    }
-    if let Some(lines) = fields.as_received(run.clone()) {
-        out.extend_from_slice(lines);
-        return;
-    }
-    for f in fields.each().skip(run.start).take(run.len()) {
-        put_header(out, f.name, f.value);
     }
 }
 
