@@ -23,7 +23,7 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
 use self::http::{Request, Response};
-use self::render::Gathered;
+use self::render::{Gathered, OriginFigures};
 use self::top::Top;
 use crate::cache::Ban;
 use crate::state::State;
@@ -183,8 +183,21 @@ impl Admin {
             purges: std::array::from_fn(|i| self.purges[i].load(Relaxed)),
             process: process::Process::read(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
-            origins: state.upstreams.origin_health(),
+            origins: self.origin_figures(state),
+            route_latency: state.upstreams.route_latency(),
         }
+    }
+
+    fn origin_figures(&self, state: &State) -> Vec<OriginFigures> {
+        let all = state.upstreams.origin_status().into_iter();
+        let all = all.map(|(route, origin, status)| OriginFigures {
+            up: status.health.is_up(),
+            connections: status.connections(),
+            checks: status.checks(),
+            route,
+            origin,
+        });
+        all.collect()
     }
 
     /// `POST /purge` with a JSON body naming one of `url`, `prefix` or `tag`.

@@ -118,6 +118,7 @@ impl Server {
             None => (None, Arc::new(Tracker::new(Arc::default()))),
         };
         let admin = admin.map(|a| tokio::spawn(a.run(self.state.clone())));
+        self.state.upstreams.start_checks(None);
         tokio::spawn(tracker.clock.clone().run(tracker.shutdown.clone()));
         let (lot, poll) = self.lot;
         let (clock, stop) = (tracker.clock.clone(), tracker.shutdown.clone());
