@@ -153,8 +153,24 @@ fn metrics_count_requests_by_result_code_and_match_the_documentation() {
     assert_eq!(count(&text, "TCP_MEM_HIT"), 2.0, "{text}");
     let hits = sample(&text, "sepia_request_duration_seconds_count{class=\"hit\"}");
     assert_eq!(hits, Some(2.0), "{text}");
-    let opened = sample(&text, "sepia_origin_connections_total{event=\"opened\"}");
-    assert!(opened >= Some(1.0), "{text}");
+    // Origin connections and latency by route and origin: three requests reached the origin,
+    // the first on a new connection, the others on it again.
+    let at_origin = format!("route=\"*\",origin=\"{}\"", origin.addr());
+    let event = |e: &str| {
+        let series = format!("sepia_origin_connections_total{{{at_origin},event=\"{e}\"}}");
+        sample(&text, &series)
+    };
+    assert_eq!(event("opened"), Some(1.0), "{text}");
+    assert_eq!(event("reused"), Some(2.0), "{text}");
+    assert_eq!(event("failed"), Some(0.0), "{text}");
+    assert!(
+        !text.contains("route=\"-\""),
+        "no requests without a route: {text}"
+    );
+    let latency = sample(&text, "sepia_origin_latency_seconds_count{route=\"*\"}");
+    assert_eq!(latency, Some(3.0), "{text}");
+    let waited = sample(&text, "sepia_origin_latency_seconds_sum{route=\"*\"}");
+    assert!(waited > Some(0.0), "{text}");
     assert_eq!(sample(&text, "sepia_cache_objects"), Some(1.0), "{text}");
     assert!(sample(&text, "sepia_process_resident_memory_bytes") > Some(1e6));
     assert!(sample(&text, "sepia_process_open_fds") > Some(3.0));
