@@ -291,6 +291,9 @@ struct Shard {
     /// Origin latency of requests without a route (forward, intercepted).
     origin_latency: HistogramCells,
     revalidations: [Cell; 3],
+    /// HTTP/1.1 connections waiting for their next request (see [`IdleMark`]): entered on one
+    /// thread and left on another sum up right, each shard alone may be "negative".
+    idle: Cell,
     ticks: Cell,
     samples: Mutex<Vec<Sample>>,
 }
@@ -307,6 +310,7 @@ impl Shard {
             origin: Default::default(),
             origin_latency: Default::default(),
             revalidations: Default::default(),
+            idle: Cell::default(),
             ticks: Cell::default(),
             samples: Mutex::new(Vec::with_capacity(SAMPLE_RING)),
         }
@@ -437,6 +441,26 @@ pub fn origin_latency(micros: u64) {
     let _ = LOCAL.try_with(|shard| shard.origin_latency.observe(micros));
 }
 
+/// While it lives, a client connection waits for its next request (idle, not yet parked):
+/// `sepia_client_connections_idle`. A plain load and store in the worker's own cell each way.
+pub struct IdleMark(());
+
+impl IdleMark {
+    #[inline]
+    pub fn enter() -> IdleMark {
+        let _ = LOCAL.try_with(|shard| shard.idle.add(1));
+        IdleMark(())
+    }
+}
+
+impl Drop for IdleMark {
+    #[inline]
+    fn drop(&mut self) {
+        // Minus one, in the wrapping arithmetic the sums use.
+        let _ = LOCAL.try_with(|shard| shard.idle.add(u64::MAX));
+    }
+}
+
 /// Counts a revalidation's end.
 #[inline]
 pub fn revalidation(outcome: Revalidation) {
@@ -478,6 +502,8 @@ pub struct Snapshot {
     /// Origin latency of requests without a route.
     pub origin_latency: Histogram,
     pub revalidations: [u64; 3],
+    /// Client connections waiting for their next request, not parked.
+    pub client_idle: u64,
 }
 
 /// One non-zero request cell of a [`Snapshot`].
@@ -528,12 +554,14 @@ pub fn snapshot() -> Snapshot {
         bytes: vec![0; cells],
         ..Snapshot::default()
     };
+    let mut idle = 0u64;
     for shard in &shards {
         for (i, (r, b)) in shard.requests.iter().zip(&*shard.bytes).enumerate() {
             snap.requests[i] = snap.requests[i].wrapping_add(r.get());
             snap.bytes[i] = snap.bytes[i].wrapping_add(b.get());
         }
         shard.origin_latency.add_to(&mut snap.origin_latency);
+        idle = idle.wrapping_add(shard.idle.get());
         for c in 0..CLASSES {
             shard.latency[c].add_to(&mut snap.latency[c]);
             shard.first_byte[c].add_to(&mut snap.first_byte[c]);
@@ -544,6 +572,9 @@ pub fn snapshot() -> Snapshot {
                 snap.revalidations[e].wrapping_add(shard.revalidations[e].get());
         }
     }
+    // Read shard by shard while connections come and go: a sum caught between a leave and
+    // its enter on another shard may dip below zero for a moment.
+    snap.client_idle = u64::try_from(idle as i64).unwrap_or(0);
     snap
 }
 

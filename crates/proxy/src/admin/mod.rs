@@ -39,8 +39,16 @@ pub struct Admin {
     started: Instant,
     top: Top,
     purges: [AtomicU64; 3],
-    /// Client connections open now (the server's count).
-    open: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// Client connections open and parked now (the server's counts).
+    clients: Box<dyn Fn() -> ClientCounts + Send + Sync>,
+}
+
+/// The server's counts of client connections, read at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientCounts {
+    pub open: u64,
+    /// Parked: in the parking lot or a small task of their own (idle for a second or more).
+    pub parked: u64,
 }
 
 impl Admin {
@@ -48,7 +56,7 @@ impl Admin {
     pub fn bind(
         config: &AdminConfig,
         listeners: Vec<String>,
-        open: Box<dyn Fn() -> u64 + Send + Sync>,
+        clients: Box<dyn Fn() -> ClientCounts + Send + Sync>,
     ) -> io::Result<Admin> {
         let std = std::net::TcpListener::bind(config.listen).map_err(|e| {
             io::Error::new(
@@ -65,7 +73,7 @@ impl Admin {
             started: Instant::now(),
             top: Top::default(),
             purges: Default::default(),
-            open,
+            clients,
         })
     }
 
@@ -178,13 +186,14 @@ impl Admin {
                 .map(|c| c.store.stats())
                 .unwrap_or_default(),
             listeners: self.listeners.clone(),
-            client_connections_open: (self.open)(),
+            clients: (self.clients)(),
             log_dropped: state.log.dropped(),
             purges: std::array::from_fn(|i| self.purges[i].load(Relaxed)),
             process: process::Process::read(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
             origins: self.origin_figures(state),
             route_latency: state.upstreams.route_latency(),
+            auth_helper: state.auth.as_ref().and_then(|a| a.helper_stats()),
         }
     }
 

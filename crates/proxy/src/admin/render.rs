@@ -5,6 +5,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use sepia_auth::HelperStats;
 use sepia_observe::metrics::{
     bucket_bound, Histogram, LatencyClass, OriginEvent, Revalidation, Snapshot, BUCKETS,
 };
@@ -16,6 +17,7 @@ use serde_json::{json, Value};
 use super::process::Process;
 use super::schema::{self, Kind};
 use super::top::{Ranked, SAMPLE_EVERY, WINDOW_SECS};
+use super::ClientCounts;
 
 /// Everything a scrape reports, read at one moment.
 #[derive(Debug, Default)]
@@ -23,7 +25,7 @@ pub struct Gathered {
     pub requests: Snapshot,
     pub store: StoreStats,
     pub listeners: Vec<String>,
-    pub client_connections_open: u64,
+    pub clients: ClientCounts,
     pub log_dropped: u64,
     pub purges: [u64; 3],
     pub process: Process,
@@ -32,6 +34,8 @@ pub struct Gathered {
     pub origins: Vec<OriginFigures>,
     /// Each route's origin latency: (route host, histogram).
     pub route_latency: Vec<(String, Histogram)>,
+    /// The auth helper pool's queue and answers, when `[auth]` uses a helper.
+    pub auth_helper: Option<HelperStats>,
 }
 
 /// One route origin's figures, read at scrape time.
@@ -119,10 +123,9 @@ impl Gathered {
             ("sepia_response_bytes", Samples::Values(bytes)),
             ("sepia_request_duration_seconds", classes(&r.latency)),
             ("sepia_first_byte_seconds", classes(&r.first_byte)),
-            (
-                "sepia_client_connections_open",
-                one(self.client_connections_open),
-            ),
+            ("sepia_client_connections_open", one(self.clients.open)),
+            ("sepia_client_connections_idle", one(r.client_idle)),
+            ("sepia_client_connections_parked", one(self.clients.parked)),
             ("sepia_origin_connections", self.origin_connections()),
             ("sepia_origin_latency_seconds", self.origin_latency()),
             (
@@ -229,11 +232,22 @@ impl Gathered {
         ]
     }
 
-    /// The access log's drops and what the process costs.
+    /// The access log's drops, the auth helpers and what the process costs.
     fn process_families(&self) -> Families<'_> {
         let p = &self.process;
         let float = |v: f64| Samples::Values(vec![(Vec::new(), v)]);
+        let helper = self.auth_helper.as_ref();
+        let queue = helper.map_or(Vec::new(), |h| {
+            let states = [("queued", h.queued), ("in_flight", h.in_flight)];
+            states.map(|(s, n)| (vec![("state", s)], n as f64)).to_vec()
+        });
+        let answers = helper.map_or(Vec::new(), |h| {
+            let all = HelperStats::ANSWERS.iter().zip(h.answers);
+            all.map(|(r, n)| (vec![("result", *r)], n as f64)).collect()
+        });
         vec![
+            ("sepia_auth_helper_requests", Samples::Values(queue)),
+            ("sepia_auth_helper_answers", Samples::Values(answers)),
             ("sepia_access_log_dropped", one(self.log_dropped)),
             ("sepia_process_cpu_seconds", float(p.cpu_seconds)),
             ("sepia_process_resident_memory_bytes", one(p.rss_bytes)),
@@ -413,7 +427,9 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         "latency_bounds_seconds": bounds,
         "latency": histograms(&g.requests.latency),
         "first_byte": histograms(&g.requests.first_byte),
-        "client_connections_open": g.client_connections_open,
+        "client_connections_open": g.clients.open,
+        "client_connections_idle": g.requests.client_idle,
+        "client_connections_parked": g.clients.parked,
         "origin_connections": three(["opened", "reused", "failed"], &origin_events(g)),
         "origins": origins_json(&g.origins),
         "revalidations": three(["not_modified", "modified", "failed"], &g.requests.revalidations),
@@ -432,6 +448,11 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         },
         "purges": three(PURGE_KINDS, &g.purges),
         "access_log_dropped": g.log_dropped,
+        "auth_helper": g.auth_helper.map(|h| json!({
+            "queued": h.queued, "in_flight": h.in_flight,
+            "answers": HelperStats::ANSWERS.iter().zip(h.answers)
+                .map(|(r, n)| (r.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
+        })),
         "process": {
             "cpu_seconds": g.process.cpu_seconds, "rss_bytes": g.process.rss_bytes,
             "open_fds": g.process.open_fds, "max_fds": g.process.max_fds,
