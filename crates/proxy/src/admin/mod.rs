@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
 use self::http::{Request, Response};
+pub use self::render::ClientCounts;
 use self::render::{Gathered, OriginFigures};
 use self::top::Top;
 use crate::cache::Ban;
@@ -41,14 +42,6 @@ pub struct Admin {
     purges: [AtomicU64; 3],
     /// Client connections open and parked now (the server's counts).
     clients: Box<dyn Fn() -> ClientCounts + Send + Sync>,
-}
-
-/// The server's counts of client connections, read at scrape time.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ClientCounts {
-    pub open: u64,
-    /// Parked: in the parking lot or a small task of their own (idle for a second or more).
-    pub parked: u64,
 }
 
 impl Admin {

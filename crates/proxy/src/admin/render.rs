@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 use super::process::Process;
 use super::schema::{self, Kind};
 use super::top::{Ranked, SAMPLE_EVERY, WINDOW_SECS};
-use super::ClientCounts;
 
 /// Everything a scrape reports, read at one moment.
 #[derive(Debug, Default)]
@@ -36,6 +35,14 @@ pub struct Gathered {
     pub route_latency: Vec<(String, Histogram)>,
     /// The auth helper pool's queue and answers, when `[auth]` uses a helper.
     pub auth_helper: Option<HelperStats>,
+}
+
+/// The server's counts of client connections, read at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientCounts {
+    pub open: u64,
+    /// Parked: in the parking lot or a small task of their own (idle for a second or more).
+    pub parked: u64,
 }
 
 /// One route origin's figures, read at scrape time.
@@ -364,6 +371,25 @@ fn origins_json(origins: &[OriginFigures]) -> Value {
     Value::Array(all.collect())
 }
 
+/// Latency histograms by class, for `/stats`.
+fn histograms(h: &[Histogram; 3]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (c, h) in LatencyClass::ALL.iter().zip(h) {
+        m.insert(
+            c.as_str().into(),
+            json!({"buckets": h.buckets.to_vec(), "sum_seconds": h.sum_micros as f64 / 1e6, "count": h.count()}),
+        );
+    }
+    Value::Object(m)
+}
+
+/// The auth helpers' queue and answers, for `/stats`.
+fn helper_json(h: &HelperStats) -> Value {
+    let answers = HelperStats::ANSWERS.iter().zip(h.answers);
+    let answers: serde_json::Map<_, _> = answers.map(|(r, n)| (r.to_string(), json!(n))).collect();
+    json!({"queued": h.queued, "in_flight": h.in_flight, "answers": answers})
+}
+
 /// Origin connection events of every route origin and of requests without a route.
 fn origin_events(g: &Gathered) -> [u64; 3] {
     let mut sum = g.requests.origin;
@@ -398,16 +424,6 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
             "bytes": c.bytes,
         }));
     }
-    let histograms = |h: &[Histogram; 3]| {
-        let mut m = serde_json::Map::new();
-        for (c, h) in LatencyClass::ALL.iter().zip(h) {
-            m.insert(
-                c.as_str().into(),
-                json!({"buckets": h.buckets.to_vec(), "sum_seconds": h.sum_micros as f64 / 1e6, "count": h.count()}),
-            );
-        }
-        Value::Object(m)
-    };
     let bounds: Vec<Option<f64>> = (0..BUCKETS).map(bucket_bound).collect();
     let ranked = |r: &[Ranked]| {
         let all = r
@@ -428,8 +444,7 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         "latency": histograms(&g.requests.latency),
         "first_byte": histograms(&g.requests.first_byte),
         "client_connections_open": g.clients.open,
-        "client_connections_idle": g.requests.client_idle,
-        "client_connections_parked": g.clients.parked,
+        "client_connections": {"idle": g.requests.client_idle, "parked": g.clients.parked},
         "origin_connections": three(["opened", "reused", "failed"], &origin_events(g)),
         "origins": origins_json(&g.origins),
         "revalidations": three(["not_modified", "modified", "failed"], &g.requests.revalidations),
@@ -448,11 +463,7 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         },
         "purges": three(PURGE_KINDS, &g.purges),
         "access_log_dropped": g.log_dropped,
-        "auth_helper": g.auth_helper.map(|h| json!({
-            "queued": h.queued, "in_flight": h.in_flight,
-            "answers": HelperStats::ANSWERS.iter().zip(h.answers)
-                .map(|(r, n)| (r.to_string(), json!(n))).collect::<serde_json::Map<_, _>>(),
-        })),
+        "auth_helper": g.auth_helper.as_ref().map(helper_json),
         "process": {
             "cpu_seconds": g.process.cpu_seconds, "rss_bytes": g.process.rss_bytes,
             "open_fds": g.process.open_fds, "max_fds": g.process.max_fds,
