@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use sepia_e2e::fixtures::with_admin;
-use sepia_e2e::{curl, free_addr, reverse_config, wait_until, CurlOutput, Origin, Sepia};
+use sepia_e2e::{
+    curl, free_addr, reverse_config, wait_until, CurlOutput, Origin, Sepia, TestCert, TlsOrigin,
+};
 
 const INTERVAL: Duration = Duration::from_millis(200);
 const FALL: u32 = 2;
@@ -198,4 +200,27 @@ fn a_reload_starts_and_stops_the_checks() {
         stopped,
         "the check task stopped"
     );
+}
+
+#[test]
+fn an_https_origin_is_checked_over_tls_verified_the_routes_way() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let cert = TestCert::new(dir.path(), "origin", "origin", &["localhost"]);
+    let origin = Origin::start();
+    let front = TlsOrigin::start(&cert, origin.addr());
+    let url = front.url_named("localhost");
+    let name = url.trim_start_matches("https://").to_string();
+    let health = format!(
+        "tls_ca = \"{}\"\n{}",
+        cert.ca_str(),
+        checks("/status/503", "")
+    );
+    let (sepia, base) = with_admin(&config(&free_addr(), &url, &health), "");
+    wait_for_state(&base, &name, 0.0, INTERVAL * FALL + Duration::from_secs(5));
+    assert!(checks_counted(&base, &name, "status") >= f64::from(FALL));
+    assert!(
+        asked(&origin, "/status/503") >= FALL as usize,
+        "checked through TLS"
+    );
+    get(&sepia, "/hello").assert_status(503);
 }
