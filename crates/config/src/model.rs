@@ -70,6 +70,9 @@ pub struct CacheConfig {
     pub purge_allow: Vec<ipnet::IpNet>,
     /// `[[cache.disk]]`: the persistent tiers under the memory store, in the order given.
     pub disks: Vec<DiskConfig>,
+    /// `disk_read_threads`: threads reading disk records that are not in the page cache
+    /// (blocking `pread`s), shared by all disks: the reads in flight at once.
+    pub disk_read_threads: usize,
 }
 
 /// One `[[cache.disk]]` table: a directory Sepia owns, holding at most `size_bytes`.

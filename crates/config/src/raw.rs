@@ -161,6 +161,7 @@ pub(crate) struct RawCache {
     pub purge_allow: Vec<Parsed<ipnet::IpNet>>,
     #[serde(deserialize_with = "tables")]
     pub disk: Vec<RawDisk>,
+    pub disk_read_threads: Bounded<1, 1024>,
 }
 
 impl Default for RawCache {
@@ -181,6 +182,7 @@ impl Default for RawCache {
                 .map(Parsed)
                 .collect(),
             disk: Vec::new(),
+            disk_read_threads: Bounded(16),
         }
     }
 }

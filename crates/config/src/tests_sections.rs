@@ -167,6 +167,13 @@ fn cache_disks_are_validated_with_their_key() {
     assert_eq!(c.cache.disks[0].size_bytes, 1 << 30);
     assert_eq!(c.cache.disks[0].write_budget_per_day, Some(100 << 30));
     assert_eq!(c.cache.disks[1].write_budget_per_day, None);
+    assert_eq!(c.cache.disk_read_threads, 16);
+    let threads = |n: &str| parse(&format!("[cache]\ndisk_read_threads = {n}\n"));
+    assert_eq!(threads("64").unwrap().cache.disk_read_threads, 64);
+    for bad in ["0", "1025"] {
+        let e = threads(bad).unwrap_err().to_string();
+        assert!(e.contains("disk_read_threads"), "{e}");
+    }
 
     let e = err("[[cache.disk]]\npath = \"relative\"\nsize = \"1GiB\"\n");
     assert!(
