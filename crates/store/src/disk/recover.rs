@@ -234,13 +234,17 @@ impl ShardSource {
         shared.shards_loaded.fetch_or(bit, Release);
     }
 
-    /// Loads every shard not claimed by a lookup, waits for those that were; false when a
-    /// shard was damaged (the index then holds a part of the checkpoint).
-    fn load_all(self: &Arc<Self>, shared: &Shared) -> bool {
+    /// Makes the shards loadable by lookups (none is in yet).
+    fn publish(self: &Arc<Self>, shared: &Shared) {
         const _: () = assert!(SHARDS == 64, "one bit per shard in a u64");
         shared.shards_claimed.store(0, Relaxed);
         shared.shards_loaded.store(0, Release);
         *shared.lock_shard_source() = Some(Arc::clone(self));
+    }
+
+    /// Loads every shard not claimed by a lookup, waits for those that were; false when a
+    /// shard was damaged (the index then holds a part of the checkpoint).
+    fn load_all(&self, shared: &Shared) -> bool {
         loop {
             let claimed = shared.shards_claimed.load(Acquire);
             if claimed == u64::MAX {
@@ -257,16 +261,18 @@ impl ShardSource {
 }
 
 /// Rebuilds the writer's view and the index, serving lookups as early as it can:
-/// 1. every segment file is opened and registered at once (so an index entry can be read
-///    as soon as it is loaded); a segment before the checkpoint's watermark only has its
-///    footer checked (one small read: the checkpoint holds its entries and the sequence
-///    numbers after them), and one without a valid footer is deleted rather than
-///    re-scanned (re-indexing it could resurrect purged records);
-/// 2. the summaries of the segments written after the watermark are read (the torn last
-///    one scanned record by record and sealed at its last valid record), so that the
-///    checkpoint's entries that a later tombstone purged are left out;
-/// 3. the checkpoint is loaded shard by shard, each shard usable as soon as it is in;
-/// 4. the later summaries are applied in order (inserts and tombstones).
+/// 1. every segment file is opened and registered (so an index entry can be read as soon
+///    as it is loaded), and the summaries of the segments written after the checkpoint's
+///    watermark are read (the torn last one scanned record by record and sealed at its
+///    last valid record), so that the checkpoint's entries that a later tombstone purged
+///    are left out;
+/// 2. the checkpoint's shards become loadable: a lookup whose shard is not in yet loads it;
+/// 3. a segment before the watermark has its footer checked (one small read: the
+///    checkpoint holds its entries and the sequence numbers after them), and one without a
+///    valid footer is deleted with its entries rather than re-scanned (re-indexing it could
+///    resurrect purged records);
+/// 4. the shards no lookup took are loaded;
+/// 5. the later summaries are applied in order (inserts and tombstones).
 ///
 /// Without a valid checkpoint every segment's summary is applied.
 pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
@@ -274,47 +280,62 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     let shared = Arc::clone(&w.shared);
     let dir = shared.cfg.path.clone();
     let _ = fs::remove_file(dir.join("checkpoint.tmp"));
-    let mut ck = Checkpoint::open(&dir);
-    let mut with_ck = false;
+    let ck = Checkpoint::open(&dir);
     let ids = segment::list(&dir)?;
     let mark = ck.as_ref().map_or((0, 0), |c| c.mark);
     w.seq = ck.as_ref().map_or(1, |c| c.next_seq);
-    let mut live = Vec::new();
     let mut later = Vec::new();
+    let mut earlier = Vec::new();
     for &id in &ids {
         let seg = Arc::new(segment::open(&dir, id, false)?);
         let size = seg.file.metadata()?.len();
         if ck.is_some() && id < mark.0 {
-            if segment::summary_at(&seg, size)?.is_none() {
-                tracing::warn!(disk = %dir.display(), seg = id, "damaged segment before the checkpoint: removed");
-                fs::remove_file(segment::seg_path(&dir, id))?;
-                continue;
-            }
+            earlier.push((Arc::clone(&seg), size));
         } else {
             let (entries, size) = later_entries(&seg, size, shared.key)?;
             later.push((id, entries));
             w.sealed.insert(id, size);
         }
-        w.sealed.entry(id).or_insert(size);
-        live.push(id);
         w.next_seg = w.next_seg.max(id + 1);
         register(&shared, seg);
     }
     w.next_seg = w.next_seg.max(mark.0);
     let segments_ms = started.elapsed().as_secs_f64() * 1e3;
-    if let Some(c) = ck.take() {
-        // Entries whose segment is gone, or that a later tombstone or a purge since the
-        // start removed, stay out (a purge matches by shard and tag, as `Index::remove_all`).
-        let purged: std::collections::HashSet<(usize, u32)> = later
-            .iter()
-            .flat_map(|(_, entries)| entries.iter())
-            .filter(|e| e.kind == KIND_TOMBSTONE)
-            .map(|e| shard_tag(e.hash))
-            .collect();
-        let source = Arc::new(ShardSource::new(c, live.clone(), purged));
-        let loaded = source.load_all(&shared);
-        if loaded {
+    // Entries whose segment is gone, or that a later tombstone or a purge since the start
+    // removed, stay out (a purge matches by shard and tag, as `Index::remove_all`).
+    let purged: std::collections::HashSet<(usize, u32)> = later
+        .iter()
+        .flat_map(|(_, entries)| entries.iter())
+        .filter(|e| e.kind == KIND_TOMBSTONE)
+        .map(|e| shard_tag(e.hash))
+        .collect();
+    let source = ck.map(|c| Arc::new(ShardSource::new(c, ids.clone(), purged)));
+    if let Some(source) = &source {
+        source.publish(&shared);
+    }
+    let mut live = Vec::with_capacity(ids.len());
+    for (seg, size) in earlier {
+        if segment::summary_at(&seg, size)?.is_none() {
+            tracing::warn!(disk = %dir.display(), seg = seg.id, "damaged segment before the checkpoint: removed");
+            shared.index.retain(|s| s.seg() != seg.id);
+            forget(&shared, seg.id);
+            fs::remove_file(segment::seg_path(&dir, seg.id))?;
+            continue;
+        }
+        w.sealed.insert(seg.id, size);
+        live.push(seg.id);
+    }
+    live.extend(later.iter().map(|(id, _)| *id));
+    let mut with_ck = false;
+    if let Some(source) = source {
+        if source.load_all(&shared) {
             with_ck = true;
+            // A damaged earlier segment's entries in shards loaded after its removal.
+            if live.len() < ids.len() {
+                shared
+                    .index
+                    .retain(|s| live.binary_search(&s.seg()).is_ok());
+            }
         } else {
             tracing::warn!(disk = %dir.display(), "damaged checkpoint: rebuilding the index from every segment");
             shared.index.retain(|_| false);
@@ -375,6 +396,14 @@ fn rescan_all(w: &mut Writer, live: &[u32]) -> io::Result<Vec<(u32, Vec<SummaryE
         all.push((id, entries));
     }
     Ok(all)
+}
+
+fn forget(shared: &Shared, id: u32) {
+    shared
+        .segs
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&id);
 }
 
 fn register(shared: &Shared, seg: Arc<SegFile>) {
