@@ -9,7 +9,7 @@
 #                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches)
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
-#   common: [--sepia-bin PATH] [--disk-root DIR] [--port P]
+#   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 RUN=${DISK_RUN:-$BENCH_DIR/run-disk}  # DISK_RUN: a second run beside another
@@ -22,7 +22,7 @@ FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= 
 TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
-ORIGIN_PORT=18480 PORT=18481
+ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16
 while (($#)); do
     case $1 in
         --objects) OBJECTS=$2; shift ;;
@@ -42,6 +42,7 @@ while (($#)); do
         --peer-memory-mb) PEER_MEM_MB=$2; shift ;;
         --peer-disk-mb) PEER_DISK_MB=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
+        --read-threads) READ_THREADS=$2; shift ;;
         --disk-root) DISK_ROOT=$2; shift ;;
         --port) PORT=$2; ORIGIN_PORT=$(($2 - 1)); shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
@@ -76,7 +77,8 @@ sepia_config() {
     local name=$1 dir=$RUN/$1
     mkdir -p "$dir"; rm -f "$dir/access.log"
     render "$BENCH_DIR/peers/disk/sepia.toml" "$dir/sepia.toml.tmp" "$2" "$name"
-    sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
+    sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" -e "s#@THREADS@#$READ_THREADS#g" \
+        "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
     rm "$dir/sepia.toml.tmp"
     "$SEPIA_BIN" --config "$dir/sepia.toml" check > /dev/null
 }

@@ -13,8 +13,9 @@ stored, and a 200 can only come from the cache. The memory tier of every target 
 after a start, so the first 200 for a URL is a hit served from its disk cache.
 
 Records the time just before exec, then
-  1. polls the first 200 URLs of the sample in turn every 10 ms: the first 200 is
-     `first_hit_ms`;
+  1. polls the first 200 URLs of the sample in turn every millisecond (`--poll-ms`; it
+     was 10 ms until 2026-11-26, which made every target answer "on the second poll" and
+     hid differences below 10 ms): the first 200 is `first_hit_ms`;
   2. sweeps the whole sample (FILE: one path a line, 1,000 stored objects) again and again,
      each URL until it has answered 200 once (never asked again: a second answer could come
      from memory): `p99_ms` when 99 % of them have (the loader / rebuild has reached them);
@@ -154,6 +155,7 @@ def main():
     ap.add_argument("--done-gone", default="")
     ap.add_argument("--then", choices=["term", "kill", "keep"], default="term")
     ap.add_argument("--settle", type=float, default=1.0)
+    ap.add_argument("--poll-ms", type=float, default=1.0)
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -176,7 +178,7 @@ def main():
         out["polls"] += 1
         status, h = cl.get(path)
         if status is None:
-            time.sleep(0.01)
+            time.sleep(a.poll_ms / 1000)
             continue
         if out["first_answer_ms"] is None:
             out["first_answer_ms"] = ms()
@@ -187,7 +189,7 @@ def main():
             out["first_hit_ms"] = ms()
             out["first_hit"] = {"path": path} | hit_marks(h)
             break
-        time.sleep(0.01)
+        time.sleep(a.poll_ms / 1000)
     # 2. 99 % of the sample; give up once the index is complete and a whole sweep after that
     # found nothing new (objects the target lost: `sample_hits` says how many it has)
     if sample and out["first_hit_ms"] is not None:

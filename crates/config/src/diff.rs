@@ -88,6 +88,7 @@ impl Config {
         out.admin = self.admin.clone();
         out.cache.enabled = self.cache.enabled;
         out.cache.disks = self.cache.disks.clone();
+        out.cache.disk_read_threads = self.cache.disk_read_threads;
         out.cache.max_object_bytes = self.cache.max_object_bytes;
         out.cache.sendfile_min_bytes = self.cache.sendfile_min_bytes;
         out.cache.sendfile_dir = self.cache.sendfile_dir.clone();
@@ -97,13 +98,14 @@ impl Config {
     /// The settings [`Config::reloaded_with`] keeps: the runtime's threads, the disk tier's
     /// files (which one process at a time may hold), the store's size limits, the admin
     /// listener and the pid file.
-    fn restart_only(&self) -> [(&'static str, &dyn Debug); 8] {
+    fn restart_only(&self) -> [(&'static str, &dyn Debug); 9] {
         [
             ("server.workers", &self.server.workers),
             ("server.pid_file", &self.server.pid_file),
             ("admin", &self.admin),
             ("cache.enabled", &self.cache.enabled),
             ("cache.disk", &self.cache.disks),
+            ("cache.disk_read_threads", &self.cache.disk_read_threads),
             ("cache.max_object", &self.cache.max_object_bytes),
             ("cache.sendfile_min", &self.cache.sendfile_min_bytes),
             ("cache.sendfile_dir", &self.cache.sendfile_dir),

@@ -161,6 +161,7 @@ pub(crate) struct RawCache {
     pub purge_allow: Vec<Parsed<ipnet::IpNet>>,
     #[serde(deserialize_with = "tables")]
     pub disk: Vec<RawDisk>,
+    pub disk_read_threads: Bounded<1, 1024>,
 }
 
 impl Default for RawCache {
@@ -181,6 +182,7 @@ impl Default for RawCache {
                 .map(Parsed)
                 .collect(),
             disk: Vec::new(),
+            disk_read_threads: Bounded(16),
         }
     }
 }
@@ -373,6 +375,15 @@ pub(crate) struct RawRoute {
 pub(crate) struct RawHealth {
     pub fail_after: Bounded<1, 1000>,
     pub down_for: Spanned<Parsed<Duration>>,
+    /// Active checks (`crate::health`): on when `interval` is set; the other keys are
+    /// errors without it.
+    pub interval: Option<Spanned<Parsed<Duration>>>,
+    pub path: Option<Spanned<String>>,
+    pub expect: Option<Spanned<crate::health::ExpectValue>>,
+    pub timeout: Option<Spanned<Parsed<Duration>>>,
+    pub rise: Option<Spanned<Bounded<1, 100>>>,
+    pub fall: Option<Spanned<Bounded<1, 100>>>,
+    pub host: Option<Spanned<String>>,
 }
 
 impl Default for RawHealth {
@@ -381,6 +392,13 @@ impl Default for RawHealth {
         RawHealth {
             fail_after: Bounded(u64::from(health.fail_after)),
             down_for: Spanned::new(0..0, Parsed(health.down_for)),
+            interval: None,
+            path: None,
+            expect: None,
+            timeout: None,
+            rise: None,
+            fall: None,
+            host: None,
         }
     }
 }

@@ -159,6 +159,13 @@ impl BodyFile {
         self.offset > 0
     }
 
+    /// Whether the body is likely all in the page cache (see `disk::resident`): a segment
+    /// body that is not goes through a read thread rather than a `sendfile` that would wait
+    /// for the device on a worker.
+    pub(crate) fn resident(&self) -> bool {
+        crate::disk::resident(&self.file, self.offset, self.len)
+    }
+
     /// Body length in bytes.
     #[inline]
     pub fn len(&self) -> u64 {

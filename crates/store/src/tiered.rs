@@ -40,7 +40,13 @@
 //! front ends send it with `sendfile(2)` at `BodyFile::offset` (h1 over TCP) or read it back
 //! in pieces (TLS, HTTP/2). Memory wins over it: a key with a variant in memory (a refresh
 //! committed there) is looked up in memory. At most `max_segment_bodies` (4,096) are
-//! remembered, a few hundred bytes of RAM each; one over that is forgotten and read again.
+//! remembered, a few hundred bytes of RAM each. Past that, the disk index remembers that
+//! the body was verified (one bit of its entry, for the life of the process: segments are
+//! written once and never overwritten), so a later lookup reads only the record's prefix
+//! (head, metadata, chunk checksums: one `preadv2(RWF_NOWAIT)` of a page on the looking-up
+//! thread) and answers a hit whose body is the segment range, sent by `sendfile`. A restart
+//! forgets the bit, and the first read after it verifies the body again. What this does not
+//! catch: a body changed on the device after it was verified, while Sepia runs.
 //!
 //! Segment reclaim: segments are never overwritten. Each is one file written once, front to
 //! back; reclaiming it unlinks it, and a new segment is a new file (new id, `O_EXCL`). A
@@ -94,7 +100,7 @@ use bytes::Bytes;
 
 use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
-use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, ReadPool, CHUNK};
+use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, InFile, ReadPool, CHUNK};
 use crate::disk_ghost::DiskGhost;
 use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
@@ -392,29 +398,28 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if let Some(object) = self.memory.lookup_no_fill(primary, select) {
             return Lookup::Hit(object);
         }
-        if let Some(object) = self.segment_body(primary, select) {
+        if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
+        }
+        let on_disk = self
+            .disks
+            .for_key(primary)
+            .filter(|disk| disk.maybe_has(disk.hash(primary)) && !self.memory.has_primary(primary));
+        let Some(disk) = on_disk else {
+            return self.memory.lookup(primary, select);
+        };
+        // A record in the page cache is read here, before any fill is registered: a
+        // hand-off to a read thread and the wake-up back cost more than the read
+        // (bench/RESULTS.md, 2026-11-26). Small records are read whole; a large body this
+        // process verified before is sent from its segment, only its prefix read.
+        if self.cached_reads {
+            if let Some(records) = disk.read_all_cached(primary, self.segment_body_min) {
+                return self.serve_cached(records, primary, select);
+            }
         }
         let writer = match self.memory.lookup(primary, select) {
             Lookup::Miss(writer) => writer,
             found => return found,
-        };
-        let Some(disk) = self.disks.for_key(primary) else {
-            return Lookup::Miss(writer);
-        };
-        let hash = disk.hash(primary);
-        if !disk.maybe_has(hash) || self.memory.has_primary(primary) {
-            return Lookup::Miss(writer);
-        }
-        // A small record in the page cache is read here: a hand-off to a read thread and the
-        // wake-up back cost more than the read (bench/RESULTS.md, 2026-11-26).
-        let cached = self.cached_reads.then(|| disk.read_all_cached(primary));
-        let writer = match cached.flatten() {
-            Some(records) => match self.serve_cached(records, writer, select) {
-                Ok(found) => return found,
-                Err(writer) => writer,
-            },
-            None => writer,
         };
         if !self.disks.pool.has_room() {
             return Lookup::Miss(writer);
@@ -439,24 +444,31 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     }
 
     /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
-    /// usable one, if the selector takes it, becomes a hit (and is kept in memory by the
-    /// usual admission, through `writer`); no usable record is a miss. `Err(writer)`: a body
-    /// to be served from its segment file, left to the read threads.
+    /// usable one, if the selector takes it, becomes a hit. A small one is played into a
+    /// fill registered now, so the usual admission keeps it in memory (if another request
+    /// registered one first, the lookup joins that instead); a large verified body is sent
+    /// from its segment file and not kept in memory. Nothing usable: the memory lookup's
+    /// answer, a miss unless another request is filling the key.
     fn serve_cached(
         &self,
         records: Vec<DiskRecord>,
-        writer: FillWriter<M>,
+        primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
-    ) -> Result<Lookup<M>, FillWriter<M>> {
+    ) -> Lookup<M> {
         let usable = records
             .into_iter()
             .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
             .max_by_key(|(_, r)| r.seq);
-        let Some((meta, rec)) = usable else {
-            return Ok(Lookup::Miss(writer));
+        let Some((meta, mut rec)) = usable else {
+            return self.memory.lookup(primary, select);
         };
-        if rec.body_len >= self.segment_body_min {
-            return Err(writer);
+        if let Some(in_file) = rec.in_file.take_if(|f| f.verified) {
+            let object = segment_object(in_file, &rec, meta);
+            if !select(&object) {
+                return self.memory.lookup(primary, select);
+            }
+            self.segment_hits.fetch_add(1, Relaxed);
+            return Lookup::Hit(Arc::new(object.just_read_from_disk()));
         }
         let object = Object::new(
             rec.head.clone(),
@@ -466,18 +478,27 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             rec.secondary.clone(),
         );
         if !select(&object) {
-            return Ok(Lookup::Miss(writer));
+            return self.memory.lookup(primary, select);
         }
-        play_into(writer, rec, meta);
-        Ok(Lookup::Hit(Arc::new(object.just_read_from_disk())))
+        match self.memory.lookup(primary, select) {
+            Lookup::Miss(writer) => {
+                play_into(writer, rec, meta);
+                Lookup::Hit(Arc::new(object.just_read_from_disk()))
+            }
+            found => found,
+        }
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
-    /// variant of the key (memory is newer: a refresh commits there).
+    /// variant of the key (memory is newer: a refresh commits there). With `resident`, only
+    /// if its pages are in the page cache: a lookup that may read instead (not
+    /// `only-if-cached`) sends an evicted body through a read thread, so that no worker
+    /// waits for the device in `sendfile`.
     fn segment_body(
         &self,
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
+        resident: bool,
     ) -> Option<Arc<Object<M>>> {
         let (disk, object) = self.bodies.get(primary, select)?;
         if self.disks.engines[disk].failed() {
@@ -485,6 +506,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             return None;
         }
         if self.memory.has_primary(primary) {
+            return None;
+        }
+        if resident && matches!(object.body(), Body::File(f) if !f.resident()) {
             return None;
         }
         self.segment_hits.fetch_add(1, Relaxed);
@@ -539,6 +563,20 @@ fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskR
     let _ = body_writer.finish();
 }
 
+/// The object of a verified disk record whose body is sent from its segment file.
+fn segment_object<M>(in_file: InFile, rec: &DiskRecord, meta: M) -> Object<M> {
+    let file = BodyFile::in_segment(in_file.file, in_file.at, rec.body_len);
+    let object = Object::new(
+        rec.head.clone(),
+        Body::File(Arc::new(file)),
+        rec.body_len,
+        meta,
+        rec.secondary.clone(),
+    );
+    object.set_on_disk();
+    object
+}
+
 /// Reads `key`'s newest disk record and plays it into the fill; hands the fill over to a
 /// waiting request when there is nothing usable.
 fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
@@ -552,7 +590,7 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         .into_iter()
         .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
         .max_by_key(|(_, r)| r.seq);
-    let Some((meta, rec)) = usable else {
+    let Some((meta, mut rec)) = usable else {
         writer.hand_off();
         return;
     };
@@ -573,6 +611,8 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
             }
         }
     }
+    // Later lookups may send it from the segment, reading only its prefix.
+    disk.mark_verified(rec.hash, rec.seg, rec.offset);
     let mut body_writer = writer.publish_stored_head(
         rec.head.clone(),
         meta.clone(),
@@ -581,7 +621,7 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
     );
     body_writer.keep_out_of_store();
     if in_file.verified {
-        for chunk in rec.body {
+        for chunk in std::mem::take(&mut rec.body) {
             body_writer.append(chunk);
         }
     } else {
@@ -598,15 +638,7 @@ fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
         }
     }
     // Remembered before the readers see the end, so their next lookup hits it.
-    let file = BodyFile::in_segment(in_file.file, in_file.at, rec.body_len);
-    let object = Object::new(
-        rec.head,
-        Body::File(Arc::new(file)),
-        rec.body_len,
-        meta,
-        rec.secondary,
-    );
-    object.set_on_disk();
+    let object = segment_object(in_file, &rec, meta);
     to.bodies.insert(
         key.clone(),
         SegmentBody {
@@ -727,7 +759,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
     ) -> Option<Arc<Object<M>>> {
         self.memory
             .lookup_no_fill(primary, select)
-            .or_else(|| self.segment_body(primary, select))
+            .or_else(|| self.segment_body(primary, select, false))
     }
 
     fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {

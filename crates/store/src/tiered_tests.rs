@@ -684,3 +684,75 @@ fn memory_answers_before_the_remembered_segment_bodies() {
     let seen = Store::lookup_no_fill(&t.store, b"/big", &any).expect("in memory");
     assert!(Arc::ptr_eq(&seen, &hit));
 }
+
+#[test]
+fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix() {
+    let open = |dir: tempfile::TempDir| {
+        let memory = StoreConfig {
+            budget_bytes: 1 << 20,
+            max_object_bytes: 512 << 10,
+            shards: 1,
+            ..StoreConfig::default()
+        };
+        let cfg = TieredConfig {
+            segment_body_min: 64 << 10,
+            // Nothing remembered: every hit after the first finds the body by the index.
+            max_segment_bodies: 0,
+            ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
+        };
+        let store = TieredStore::<Meta>::open(cfg);
+        assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+        Tiered { store, dir }
+    };
+    let body = pattern(300_000, 12);
+    let t = open(tempfile::tempdir().unwrap());
+    conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
+    expect_hit(t.lookup(b"/big", &any));
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    let t = open(dir);
+    // Not verified by this process yet: a read thread checks every chunk first.
+    let first = runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    assert_eq!(first.1, body);
+    for _ in 0..2 {
+        let Lookup::Hit(hit) = t.lookup(b"/big", &any) else {
+            panic!("a verified body in the page cache is a hit at once");
+        };
+        assert!(hit.read_from_disk());
+        assert_eq!((hit.head(), *hit.meta()), (&conformance::head("t"), 4));
+        let (offset, bytes) = file_bytes(&hit);
+        assert!(offset > 0, "a range of the segment file");
+        assert_eq!(bytes, body);
+    }
+    assert_eq!(t.stats().objects, 0, "not read into memory");
+    // Out of the page cache (where the file system lets it go: not on tmpfs), a `sendfile`
+    // would wait for the device on the worker: the body goes through a read thread.
+    let evicted = evict_segments(t.dir.path(), &body);
+    if evicted {
+        let again = runtime().block_on(read_pending(&t, b"/big")).unwrap();
+        assert_eq!(again.1, body);
+    }
+    // A restart forgets what was verified: the first read checks the chunks again.
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    let t = open(dir);
+    assert!(matches!(t.lookup(b"/big", &any), Lookup::Pending(_)));
+}
+
+/// Drops the disk's segment files from the page cache; true when `body` left it (it stays
+/// on file systems that ignore the advice, such as tmpfs).
+fn evict_segments(dir: &std::path::Path, body: &[u8]) -> bool {
+    use nix::fcntl::{posix_fadvise, PosixFadviseAdvice};
+    let mut gone = false;
+    for id in crate::disk::segment_ids(dir) {
+        let path = dir.join(format!("{id:08x}.seg"));
+        let file = std::fs::File::open(path).unwrap();
+        file.sync_all().unwrap();
+        posix_fadvise(&file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED).unwrap();
+        let len = file.metadata().unwrap().len();
+        gone |= !crate::disk::resident(&file, 0, len.min(body.len() as u64));
+    }
+    gone
+}

@@ -98,6 +98,7 @@ impl Cache {
             let segment_body_min = memory.body_file_min;
             let tiered = TieredConfig {
                 segment_body_min,
+                read_threads: config.disk_read_threads,
                 ..TieredConfig::new(memory, disks)
             };
             Arc::new(TieredStore::open(tiered))
@@ -131,6 +132,7 @@ impl Cache {
             base: policy,
             config: CacheConfig {
                 disks: self.config.disks.clone(),
+                disk_read_threads: self.config.disk_read_threads,
                 max_object_bytes: self.config.max_object_bytes,
                 sendfile_min_bytes: self.config.sendfile_min_bytes,
                 sendfile_dir: self.config.sendfile_dir.clone(),

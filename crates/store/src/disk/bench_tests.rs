@@ -46,6 +46,7 @@ fn index_bytes_per_object() {
                 offset: (i % 4096) * 4096,
                 len: 4096,
                 hit: false,
+                verified: false,
             },
         );
     }

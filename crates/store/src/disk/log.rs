@@ -78,6 +78,7 @@ impl Writer {
                     offset,
                     len,
                     hit: false,
+                    verified: false,
                 },
             ));
         }

@@ -44,8 +44,8 @@
 //!
 //! # Index
 //!
-//! 16 bytes per object in RAM (`index.rs`): a 32-bit tag, segment, offset and length, and
-//! a hit bit; 64 shards of open-addressing tables at 57-85 % load. Measured with 1,000,000
+//! 16 bytes per object in RAM (`index.rs`): a 32-bit tag, segment, offset and length, a
+//! hit bit and a verified bit (the body passed its checksums in this process); 64 shards of open-addressing tables at 57-85 % load. Measured with 1,000,000
 //! objects: 23.9 B/object in the tables (25.2 B by RSS) while growing, 20.0 B after loading
 //! a checkpoint (`bench_tests.rs`). The tag only narrows the search: every read checks the
 //! full primary key stored in the record, so a collision is a miss, never another object.
@@ -53,18 +53,27 @@
 //! # Recovery
 //!
 //! [`DiskEngine::open`] returns at once; the writer thread loads the index while lookups
-//! proceed (what is not loaded yet misses; purges meanwhile are remembered). It loads the
-//! checkpoint (written every `checkpoint_interval`/`checkpoint_every_bytes` and at close),
-//! drops entries of segments that no longer exist, then applies, in order, the summaries of
-//! the segments written after the checkpoint's watermark (inserts and tombstones). The last
-//! segment, unsealed after a crash, is scanned record by record (header, CRC and body
-//! checksums) up to the first record that fails, cut there and sealed. A damaged sealed
-//! segment from before the watermark is deleted rather than re-indexed (re-indexing could
-//! bring back purged records). Measured, 1,000,000 objects (200-byte bodies) on this
-//! 2-core VM: 118-175 ms after a clean shutdown, 137-168 ms after a crash with a
-//! checkpoint holding half the objects, 273-361 ms with no checkpoint at all (every
-//! summary); with the page cache dropped first: 398, 410 and 688 ms.
-//!
+//! proceed (what is not loaded yet misses; purges meanwhile are remembered). It opens and
+//! registers every segment file first (a segment before the checkpoint's watermark only has
+//! its footer checked: one small read), reads the summaries of the segments written after
+//! the watermark (the last one, unsealed after a crash, is scanned record by record —
+//! header, CRC and body checksums — up to the first record that fails, cut there and
+//! sealed), then loads the checkpoint (written every `checkpoint_interval` /
+//! `checkpoint_every_bytes` and at close) shard by shard: each of the 64 shards is stored as
+//! its table sits in RAM (an occupancy bitmap and the entries in slot order, with its own
+//! CRC32C), so loading one is a copy, and it serves lookups as soon as it is in; a lookup
+//! whose shard is not in yet loads that shard itself (`ShardSource`, published before the
+//! footer checks of the earlier segments; 1/64 of the
+//! checkpoint, once), so a restart serves disk hits from its first request. Entries of segments that are
+//! gone, and entries a later tombstone purged, stay out. Last, the later summaries are
+//! applied in order (inserts and tombstones). A damaged checkpoint shard makes the index
+//! rebuilt from every summary; a sealed segment from before the watermark with a damaged
+//! footer is deleted rather than re-indexed (re-indexing could bring back purged records);
+//! damage inside its records is found when they are read (their CRCs). Measured with
+//! 1,000,000 objects (`bench_tests.rs`, 200-byte bodies) on this 2-core VM: the whole index
+//! in 24 ms after a clean shutdown (48 ms when every entry was re-inserted), and through the
+//! binary the first disk hit 23-24 ms after exec (`bench/disk.sh peers`, bench/RESULTS.md).
+
 //! # Crash guarantees
 //!
 //! After kill -9 (or a torn write anywhere), nothing corrupt, truncated or belonging to
@@ -87,13 +96,13 @@
 //!
 //! # Reads off the event loop
 //!
-//! Reads run on a small thread pool (`pool.rs`, 2 threads by default, bounded queue).
-//! `preadv2(RWF_NOWAIT)` works on this kernel (6.18 under Firecracker): measured with a
-//! probe, it returns data that is in the page cache (3.3 µs per 64 KiB read) and `EAGAIN`
-//! after `POSIX_FADV_DONTNEED`, so page-cached hits could be read inline on the event loop.
-//! Not used yet: neither std nor nix 0.30 wraps `preadv2`, and the workspace forbids
-//! `unsafe`. io_uring was not measured (left for later).
-
+//! A record in the page cache is read by the looking-up worker itself with
+//! `preadv2(RWF_NOWAIT)` (rustix; measured 3.3 µs per 64 KiB cached read, `EAGAIN` when the
+//! read would wait for the device): records up to 64 KiB whole, and for a larger body this
+//! process verified before, only its prefix (the body then leaves by `sendfile`). Reads that
+//! would block, and the first read of a large body (every chunk verified), run on the read
+//! threads (`pool.rs`, 16 by default, bounded queue). io_uring was not measured.
+//!
 mod config;
 mod engine;
 mod format;
@@ -107,9 +116,10 @@ mod writer;
 
 pub use config::{DiskConfig, DiskStats};
 pub use engine::DiskEngine;
-pub(crate) use engine::{Demoted, DiskRecord};
+pub(crate) use engine::{Demoted, DiskRecord, InFile};
 pub(crate) use format::CHUNK;
 pub(crate) use pool::ReadPool;
+pub(crate) use segment::resident;
 
 /// Segment ids in `dir` (tests of the layers above).
 #[cfg(test)]

@@ -78,9 +78,9 @@ pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], at: u64) -> io::Result
     Ok(true)
 }
 
-/// The summary of a sealed segment, or `None` if it has no valid footer and summary.
-pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
-    let size = seg.file.metadata()?.len();
+/// Where a sealed segment's summary starts, from its footer alone (one small read), or
+/// `None` if the footer is missing or does not fit the file's size (a truncated file).
+pub(crate) fn summary_at(seg: &SegFile, size: u64) -> io::Result<Option<u64>> {
     if size < FOOTER_LEN as u64 {
         return Ok(None);
     }
@@ -95,6 +95,38 @@ pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry
     if len.is_none_or(|len| summary_at.checked_add(len) != Some(size)) {
         return Ok(None);
     }
+    Ok(Some(summary_at))
+}
+
+/// Whether the `len` bytes at `at` are likely all in the page cache, so that a `sendfile`
+/// of them will not wait for the device on a worker thread: one byte of every 256 KiB and
+/// the last byte are read with `RWF_NOWAIT` (reads fill the cache in whole runs, so the
+/// pages between probes are there too but for a page evicted alone; then the send waits
+/// for that one page). Linux's `cachestat(2)` would answer exactly; rustix does not wrap
+/// it, and the workspace has no `unsafe`.
+pub(crate) fn resident(file: &File, at: u64, len: u64) -> bool {
+    const STEP: u64 = 256 << 10;
+    if len == 0 {
+        return true;
+    }
+    let probes = (0..len)
+        .step_by(STEP as usize)
+        .chain(std::iter::once(len - 1));
+    let mut byte = [0u8; 1];
+    for off in probes {
+        if !matches!(read_cached_at(file, &mut byte, at + off), Ok(true)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The summary of a sealed segment, or `None` if it has no valid footer and summary.
+pub(crate) fn read_summary(seg: &SegFile) -> io::Result<Option<(Vec<SummaryEntry>, u64)>> {
+    let size = seg.file.metadata()?.len();
+    let Some(summary_at) = summary_at(seg, size)? else {
+        return Ok(None);
+    };
     let mut b = vec![0u8; (size - summary_at) as usize];
     read_at(&seg.file, &mut b, summary_at)?;
     Ok(decode_summary(&b).map(|e| (e, summary_at)))

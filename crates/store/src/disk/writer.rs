@@ -254,6 +254,7 @@ impl Writer {
                     offset: e.offset,
                     len: e.len,
                     hit: false,
+                    verified: false,
                 },
             );
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
+use sepia_observe::metrics::IdleMark;
 
 use super::client_io::ClientIo;
 use super::exchange::H1Exchange;
@@ -162,7 +163,10 @@ async fn read_head(
                 t.client_idle,
                 idle.as_mut(),
             );
-            match waited.await {
+            let idle_mark = state.metrics.then(IdleMark::enter);
+            let waited = waited.await;
+            drop(idle_mark);
+            match waited {
                 Waited::Readable => {}
                 Waited::Idle => return HeadRead::Idle,
                 Waited::Closed => return HeadRead::Closed,
