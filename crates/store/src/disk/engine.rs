@@ -236,6 +236,14 @@ impl DiskEngine {
             let source = self.shared.lock_shard_source().clone();
             if let Some(source) = source {
                 source.load_shard(&self.shared, shard);
+                // Taken by the loader a moment before: it is a copy of well under a
+                // millisecond, so wait for it (bounded) rather than miss.
+                let until = std::time::Instant::now() + Duration::from_millis(2);
+                while self.shared.shards_loaded.load(Acquire) & (1 << shard) == 0
+                    && std::time::Instant::now() < until
+                {
+                    std::thread::yield_now();
+                }
             }
         }
         !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
