@@ -67,15 +67,21 @@ start_origin() {
     pin_tree "$ORIGIN_PID" "$LOAD_CPU"
 }
 
-# start_sepia_as NAME BIN: one Sepia from peers/sepia.toml on NAME's port, in $RUN/NAME.
-start_sepia_as() {
-    local name=$1 bin=$2 dir="$RUN/$1"
+# sepia_config NAME: $RUN/NAME/sepia.toml from peers/sepia.toml on NAME's port.
+sepia_config() {
+    local name=$1 dir="$RUN/$1"
     mkdir -p "$dir"
-    [[ -x "$bin" ]] || { FAIL_REASON="no binary at $bin (build failed?)"; return 1; }
     render "$BENCH_DIR/peers/sepia.toml" "$dir/sepia.toml" "${TPORT[$name]}"
     # count.sh --admin: the admin listener on, so every request is counted for its metrics.
     [[ -n ${SEPIA_ADMIN_PORT:-} ]] \
         && printf '\n[admin]\nlisten = "127.0.0.1:%s"\n' "$SEPIA_ADMIN_PORT" >> "$dir/sepia.toml"
+}
+
+# start_sepia_as NAME BIN: one Sepia from peers/sepia.toml on NAME's port, in $RUN/NAME.
+start_sepia_as() {
+    local name=$1 bin=$2 dir="$RUN/$1"
+    [[ -x "$bin" ]] || { FAIL_REASON="no binary at $bin (build failed?)"; return 1; }
+    sepia_config "$name"
     START_CMD="env SEPIA_LOG=warn $bin --config $dir/sepia.toml"
     launch "$TARGET_CPU" "$dir/stderr.log" env SEPIA_LOG=warn "$bin" --config "$dir/sepia.toml"
 }

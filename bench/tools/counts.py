@@ -86,6 +86,10 @@ def read_meta(path):
     return meta
 
 
+# The callgrind runs count.sh can make (--cg-cases), in the order they are reported.
+KINDS = ("hit", "miss", "nostore", "vary")
+
+
 def section(meta):
     one = lambda k, d="": meta.get(k, [d])[-1]  # noqa: E731
     lines = [BEGIN, "## Counting the costs (bench/count.sh)", ""]
@@ -118,10 +122,12 @@ def section(meta):
         lines += ["### Instructions per request (`valgrind --tool=callgrind`)", "",
                   "Sepia runs under callgrind three times: start, 2 priming GETs of /1k, stop "
                   "(the baseline); the same plus N keep-alive hits; the same plus N misses. "
-                  "Instructions per request = (run − baseline) ÷ N.", "",
+                  "Instructions per request = (run − baseline) ÷ N."
+                  + (f" Every run, the baseline too: {one('cg_fill')}." if meta.get("cg_fill")
+                     else ""), "",
                   "| run | requests | instructions (Ir) | Ir per request |", "|---|---:|---:|---:|",
                   f"| baseline | 0 | {base:,} | — |"]
-        for kind in ("hit", "miss"):
+        for kind in KINDS:
             if meta.get(f"ir_{kind}"):
                 ir, n = int(one(f"ir_{kind}")), int(one(f"ir_{kind}_n"))
                 lines.append(f"| {kind}: `{one(f'ir_{kind}_cmd')}` | {n:,} | {ir:,} | "
@@ -129,7 +135,7 @@ def section(meta):
         lines.append("")
         split = lambda rows: [(int(r.partition(" ")[0]), r.partition(" ")[2]) for r in rows]  # noqa: E731
         base_rows = split(meta.get("top_base", []))
-        for kind in ("hit", "miss"):
+        for kind in KINDS:
             tops = meta.get(f"top_{kind}")
             if tops:
                 n = int(one(f"ir_{kind}_n"))

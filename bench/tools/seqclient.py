@@ -4,6 +4,9 @@ after the previous response was read in full (one request per read on the proxy'
 
     seqclient.py --port P --n 5000 --path /1k          the same URL every time (hits)
     seqclient.py --port P --n 5000 --unique PREFIX     /u/PREFIX-<i> (every request a miss)
+    seqclient.py --port P --n 5000 --unique PREFIX --dir v --header 'Accept-Encoding: gzip'
+                                                       /v/PREFIX-<i> (Vary'd misses)
+    seqclient.py --port P --n 5000 --path /ns/page     one no-store URL (every request passes)
 
 count.sh uses it to count syscalls and instructions per request where ab cannot help
 (ab cannot vary the URL). Exits non-zero unless all N responses were 200.
@@ -43,15 +46,18 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--n", type=int, required=True)
     ap.add_argument("--path", default="/1k")
-    ap.add_argument("--unique", help="prefix: request /u/<prefix>-<i> instead of --path")
+    ap.add_argument("--unique", help="prefix: request /<dir>/<prefix>-<i> instead of --path")
+    ap.add_argument("--dir", default="u", help="the origin's folder for --unique (u, v, ns)")
+    ap.add_argument("--header", action="append", default=[], help="a request field, 'Name: value'")
     args = ap.parse_args()
     sock = socket.create_connection(("127.0.0.1", args.port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     host = f"127.0.0.1:{args.port}"
+    extra = "".join(f"{h}\r\n" for h in args.header)
     buf, bad = b"", 0
     for i in range(args.n):
-        path = f"/u/{args.unique}-{i}" if args.unique else args.path
-        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        path = f"/{args.dir}/{args.unique}-{i}" if args.unique else args.path
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode())
         status, buf = read_response(sock, buf)
         bad += status != 200
     sock.close()

@@ -153,8 +153,24 @@ fn metrics_count_requests_by_result_code_and_match_the_documentation() {
     assert_eq!(count(&text, "TCP_MEM_HIT"), 2.0, "{text}");
     let hits = sample(&text, "sepia_request_duration_seconds_count{class=\"hit\"}");
     assert_eq!(hits, Some(2.0), "{text}");
-    let opened = sample(&text, "sepia_origin_connections_total{event=\"opened\"}");
-    assert!(opened >= Some(1.0), "{text}");
+    // Origin connections and latency by route and origin: three requests reached the origin,
+    // the first on a new connection, the others on it again.
+    let at_origin = format!("route=\"*\",origin=\"{}\"", origin.addr());
+    let event = |e: &str| {
+        let series = format!("sepia_origin_connections_total{{{at_origin},event=\"{e}\"}}");
+        sample(&text, &series)
+    };
+    assert_eq!(event("opened"), Some(1.0), "{text}");
+    assert_eq!(event("reused"), Some(2.0), "{text}");
+    assert_eq!(event("failed"), Some(0.0), "{text}");
+    assert!(
+        !text.contains("route=\"-\""),
+        "no requests without a route: {text}"
+    );
+    let latency = sample(&text, "sepia_origin_latency_seconds_count{route=\"*\"}");
+    assert_eq!(latency, Some(3.0), "{text}");
+    let waited = sample(&text, "sepia_origin_latency_seconds_sum{route=\"*\"}");
+    assert!(waited > Some(0.0), "{text}");
     assert_eq!(sample(&text, "sepia_cache_objects"), Some(1.0), "{text}");
     assert!(sample(&text, "sepia_process_resident_memory_bytes") > Some(1e6));
     assert!(sample(&text, "sepia_process_open_fds") > Some(3.0));
@@ -395,4 +411,125 @@ fn quick_start_admin_flag() {
                 .stderr()
                 .contains("admin listener on"))
     );
+}
+
+/// The value of the unlabelled or fully labelled series `series` in a scrape of `base`.
+fn scraped(base: &str, series: &str) -> Option<f64> {
+    sample(&admin_get(base, "/metrics").text(), series)
+}
+
+#[test]
+fn client_connections_are_counted_idle_then_parked() {
+    let (_origin, sepia, base) = start("");
+    let gauges = || {
+        let text = admin_get(&base, "/metrics").text();
+        let g = |name| sample(&text, name).unwrap_or(-1.0);
+        (
+            g("sepia_client_connections_open"),
+            g("sepia_client_connections_idle"),
+            g("sepia_client_connections_parked"),
+        )
+    };
+    assert_eq!(gauges(), (0.0, 0.0, 0.0));
+    let mut client = sepia_e2e::RawClient::connect(sepia.addr());
+    client.send(b"GET /hello HTTP/1.1\r\nHost: app\r\n\r\n");
+    assert_eq!(client.read_response().status, 200);
+    // Waiting for its next request: idle; after a second or two without one: parked.
+    assert!(
+        wait_until(Duration::from_secs(5), || gauges() == (1.0, 1.0, 0.0)),
+        "{:?}",
+        gauges()
+    );
+    assert!(
+        wait_until(Duration::from_secs(5), || gauges() == (1.0, 0.0, 1.0)),
+        "{:?}",
+        gauges()
+    );
+    drop(client);
+    assert!(
+        wait_until(Duration::from_secs(5), || gauges() == (0.0, 0.0, 0.0)),
+        "{:?}",
+        gauges()
+    );
+}
+
+/// A forward proxy whose clients must authenticate with the auth crate's test helper in
+/// `mode`, with an admin listener; returns the admin base URL too.
+fn helper_proxy(mode: &str, starts: &std::path::Path) -> (Sepia, String) {
+    let helper = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/auth/tests/helpers/fake_helper.py");
+    let config = format!(
+        "[server]\nworkers = 1\nshutdown_grace = \"1s\"\n\n\
+         [[listen]]\naddress = \"{}\"\nmode = \"forward\"\n\n\
+         [cache]\nenabled = false\n\n\
+         [auth]\nhelper = [\"{}\", \"{mode}\", \"{}\"]\nhelper_children = 1\n\
+         helper_timeout = \"2s\"\n\n\
+         [[acl]]\nname = \"anyone\"\ntype = \"proxy_auth\"\nvalues = [\"REQUIRED\"]\n\n\
+         [[http_access]]\naction = \"allow\"\nacl = [\"anyone\"]\n\n",
+        free_addr(),
+        helper.display(),
+        starts.display()
+    );
+    with_admin(&config, "")
+}
+
+fn get_as(sepia: &Sepia, origin: &Origin, user: &str) -> CurlOutput {
+    let proxy = sepia.url();
+    curl(&[
+        "-x",
+        &proxy,
+        "--proxy-user",
+        user,
+        &format!("{}/a", origin.url()),
+    ])
+}
+
+#[test]
+fn the_auth_helper_queue_and_answers_are_counted() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        return eprintln!("SKIPPED: python3 (runs the test helper) is not installed");
+    }
+    let origin = Origin::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (sepia, base) = helper_proxy("plain", &dir.path().join("starts"));
+    let answers = |result: &str| {
+        let series = format!("sepia_auth_helper_answers_total{{result=\"{result}\"}}");
+        scraped(&base, &series)
+    };
+    assert_eq!(answers("ok"), Some(0.0));
+    get_as(&sepia, &origin, "alice:alice-pw").assert_status(200);
+    get_as(&sepia, &origin, "bob:wrong").assert_status(407);
+    assert_eq!((answers("ok"), answers("err")), (Some(1.0), Some(1.0)));
+    let state = |s: &str| {
+        scraped(
+            &base,
+            &format!("sepia_auth_helper_requests{{state=\"{s}\"}}"),
+        )
+    };
+    assert_eq!(
+        (state("queued"), state("in_flight")),
+        (Some(0.0), Some(0.0))
+    );
+
+    // A helper that never answers: the check is in flight until helper_timeout, then ends
+    // "unavailable" (the client gets 503).
+    let (sepia, base) = helper_proxy("hang", &dir.path().join("starts-hang"));
+    let waiting = std::thread::spawn({
+        let (proxy, url) = (sepia.url(), format!("{}/b", origin.url()));
+        move || curl(&["-x", &proxy, "--proxy-user", "carol:carol-pw", &url]).status
+    });
+    let in_flight = "sepia_auth_helper_requests{state=\"in_flight\"}";
+    assert!(
+        wait_until(Duration::from_secs(2), || scraped(&base, in_flight)
+            == Some(1.0)),
+        "{:?}",
+        scraped(&base, in_flight)
+    );
+    assert_eq!(waiting.join().unwrap(), 503);
+    let unavailable = "sepia_auth_helper_answers_total{result=\"unavailable\"}";
+    assert_eq!(scraped(&base, unavailable), Some(1.0));
 }

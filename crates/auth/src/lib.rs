@@ -50,6 +50,7 @@ use sepia_config::{AuthBackend, AuthConfig};
 
 use crate::cache::{Cached, CredentialsCache};
 use crate::file::HtpasswdFile;
+pub use crate::helper::HelperStats;
 use crate::helper::{Answer, HelperPool};
 
 /// The outcome of checking one Proxy-Authorization value.
@@ -116,6 +117,14 @@ impl Authenticator {
                 backend,
             }),
         })
+    }
+
+    /// The helper pool's queue and answers, when `[auth]` uses a helper.
+    pub fn helper_stats(&self) -> Option<HelperStats> {
+        match &self.inner.backend {
+            Backend::Helper(pool) => Some(pool.stats()),
+            Backend::File(_) => None,
+        }
     }
 
     /// The Proxy-Authenticate value for a 407: `Basic realm="…"` (RFC 7617 §2).

@@ -30,6 +30,16 @@ pub trait Fields {
             .map(|(_, v)| v)
     }
 
+    /// Every field line as `(id, name, value)`, in received order, `id` being
+    /// [`HeaderId::from_name`] of the name. The default classifies each name;
+    /// an implementation that classified names when it parsed them overrides it
+    /// (deciding which of a response's fields are stored compares ids then, not
+    /// names: callgrind, bench/RESULTS.md).
+    fn lines_with_ids<'a>(&'a self) -> impl Iterator<Item = (HeaderId, &'a [u8], &'a [u8])> + 'a {
+        self.lines()
+            .map(|(name, value)| (HeaderId::from_name(name), name, value))
+    }
+
     /// Every line value of a well-known field, in order. The default looks the
     /// field up by [`HeaderId::name`]; an implementation that classified names
     /// when it parsed them overrides it to compare ids: the policy reads a
@@ -203,10 +213,39 @@ pub fn all_members<'a, F: Fields>(
     fields.values(name).flat_map(list_members)
 }
 
-/// Whether `b` is a `tchar` (RFC 9110 §5.6.2).
+/// Whether `b` is a `tchar` (RFC 9110 §5.6.2): one table load (the Cache-Status value of
+/// every answer checks its name and details byte by byte).
 pub fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    table
+};
 
 /// Whether `value` is a non-empty `token` (RFC 9110 §5.6.2).
 pub fn is_token(value: &[u8]) -> bool {
@@ -233,6 +272,14 @@ pub fn quoted_inner(value: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tchar_table_is_the_rfc_set() {
+        for b in 0..=255u8 {
+            let expected = b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            assert_eq!(is_tchar(b), expected, "{b}");
+        }
+    }
 
     #[test]
     fn list_members_split_outside_quotes() {

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use crate::cache_control::qualified_field_names;
+use crate::cache_control::{qualified_field_names, ResponseCacheControl};
 use crate::etag::EntityTag;
 use crate::fields::{list_members, FieldList, Fields};
 use crate::stored::StoredMeta;
@@ -26,6 +26,18 @@ pub fn is_hop_by_hop(name: &[u8]) -> bool {
         b"proxy-authorization",
     ];
     HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h))
+}
+
+/// [`is_hop_by_hop`] for a line whose name's [`HeaderId`] is `id`: a match on
+/// the id, and one name compare for the one such field the codec does not know.
+fn is_hop_by_hop_line(id: HeaderId, name: &[u8]) -> bool {
+    use HeaderId::*;
+    match id {
+        Connection | ProxyConnection | KeepAlive | Te | TransferEncoding | Upgrade
+        | ProxyAuthenticate | ProxyAuthorization => true,
+        Other => name.eq_ignore_ascii_case(b"proxy-authentication-info"),
+        _ => false,
+    }
 }
 
 /// Fields a 304 or `HEAD` response never overwrites in a stored response.
@@ -89,6 +101,19 @@ const CONNECTION_MEMBERS: usize = 8;
 impl<'a, F: Fields> StoredFieldFilter<'a, F> {
     /// Prepares the filter for one response.
     pub fn new(response: &'a F, shared: bool) -> Self {
+        Self::knowing(response, shared, None)
+    }
+
+    /// [`StoredFieldFilter::new`] for a response whose `Cache-Control` field
+    /// was parsed already (`cache_control`, as [`StoredMeta`] holds it when
+    /// that field governs): without a qualified `no-cache` (or, in a shared
+    /// cache, `private`) in it, no line can name a field to drop, and the field
+    /// is not parsed again (every stored miss built this filter).
+    pub fn knowing(
+        response: &'a F,
+        shared: bool,
+        cache_control: Option<&ResponseCacheControl>,
+    ) -> Self {
         let mut listed: [&'a [u8]; CONNECTION_MEMBERS] = [&[]; CONNECTION_MEMBERS];
         let mut listed_len = 0;
         let mut listed_overflow = false;
@@ -106,13 +131,20 @@ impl<'a, F: Fields> StoredFieldFilter<'a, F> {
             listed,
             listed_len,
             listed_overflow,
-            has_qualifiers: qualified_field_names(response, shared).next().is_some(),
+            has_qualifiers: cache_control
+                .is_none_or(|cc| cc.no_cache_fields() || (shared && cc.private_fields()))
+                && qualified_field_names(response, shared).next().is_some(),
         }
     }
 
     /// Whether the field `name` is stored.
     pub fn keep(&self, name: &[u8]) -> bool {
-        if is_hop_by_hop(name) {
+        self.keep_line(HeaderId::from_name(name), name)
+    }
+
+    /// [`StoredFieldFilter::keep`] for a line whose name's id is known.
+    fn keep_line(&self, id: HeaderId, name: &[u8]) -> bool {
+        if is_hop_by_hop_line(id, name) {
             return false;
         }
         let listed = if self.listed_overflow {
@@ -135,8 +167,8 @@ impl<'a, F: Fields> StoredFieldFilter<'a, F> {
     /// lines twice (to size, then to write, one allocation) without judging them again.
     pub fn kept(&self) -> KeptLines<'_, 'a, F> {
         let mut mask = 0u128;
-        for (i, (name, _)) in self.response.lines().enumerate().take(128) {
-            if self.keep(name) {
+        for (i, (id, name, _)) in self.response.lines_with_ids().enumerate().take(128) {
+            if self.keep_line(id, name) {
                 mask |= 1 << i;
             }
         }
@@ -181,15 +213,20 @@ pub struct KeptLines<'f, 'a, F: Fields> {
 impl<'a, F: Fields> KeptLines<'_, 'a, F> {
     /// The kept lines as `(name, value)`, in received order.
     pub fn iter(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        self.iter_with_ids().map(|(_, name, value)| (name, value))
+    }
+
+    /// The kept lines as `(id, name, value)`, in received order.
+    pub fn iter_with_ids(&self) -> impl Iterator<Item = (HeaderId, &'a [u8], &'a [u8])> + '_ {
         self.filter
             .response
-            .lines()
+            .lines_with_ids()
             .enumerate()
-            .filter(move |(i, (n, _))| {
-                if *i < 128 {
+            .filter(move |&(i, (id, name, _))| {
+                if i < 128 {
                     self.mask & (1 << i) != 0
                 } else {
-                    self.filter.keep(n)
+                    self.filter.keep_line(id, name)
                 }
             })
             .map(|(_, line)| line)
@@ -338,6 +375,8 @@ mod tests {
             "Proxy-Authorization",
         ] {
             assert!(is_hop_by_hop(name.as_bytes()), "{name}");
+            let id = HeaderId::from_name(name.as_bytes());
+            assert!(is_hop_by_hop_line(id, name.as_bytes()), "{name} by id");
         }
         for name in [
             "Set-Cookie",
@@ -345,8 +384,11 @@ mod tests {
             "Trailer",
             "Cache-Control",
             "Content-Length",
+            "Proxy-Authentication",
         ] {
             assert!(!is_hop_by_hop(name.as_bytes()), "{name}");
+            let id = HeaderId::from_name(name.as_bytes());
+            assert!(!is_hop_by_hop_line(id, name.as_bytes()), "{name} by id");
         }
         for name in [
             "Content-Length",
@@ -394,6 +436,21 @@ mod tests {
                 ("Cache-Control", "max-age=3600"),
             ])
         );
+        // Knowing the parsed Cache-Control gives the same verdicts; one without qualifiers
+        // lets the field go unparsed.
+        let cc = ResponseCacheControl::parse(&response);
+        let knowing = StoredFieldFilter::knowing(&response, true, Some(&cc));
+        assert_eq!(knowing.stored_fields(), shared.stored_fields());
+        let unqualified = ResponseCacheControl::parse(&FieldList::from_pairs(&[(
+            "Cache-Control",
+            "max-age=1, no-cache, private",
+        )]));
+        let trusting = StoredFieldFilter::knowing(&response, true, Some(&unqualified));
+        assert!(trusting.keep(b"d") && trusting.keep(b"f") && !trusting.keep(b"a"));
+        let private_only =
+            ResponseCacheControl::parse(&FieldList::from_pairs(&[("Cache-Control", "private=f")]));
+        let private_cache = StoredFieldFilter::knowing(&response, false, Some(&private_only));
+        assert!(private_cache.keep(b"f") && private_cache.keep(b"d"));
         let private = StoredFieldFilter::new(&response, false);
         assert!(private.keep(b"f") && !private.keep(b"d"));
         let plain = FieldList::from_pairs(&[("X", "1"), ("Transfer-Encoding", "chunked")]);

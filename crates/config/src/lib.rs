@@ -15,6 +15,7 @@ mod admin;
 mod auth;
 mod diff;
 mod error;
+mod health;
 mod origin_tls;
 mod raw;
 mod resolve;
@@ -29,10 +30,10 @@ use toml::Spanned;
 pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
-    AccessLogConfig, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config, DiskConfig,
-    EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader, HostMatch,
-    Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, OriginHealth,
-    RefreshRule, Route, Server, Timeouts, XForwardedFor,
+    AccessLogConfig, ActiveCheck, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config,
+    DiskConfig, EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader,
+    HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, OriginHealth,
+    RefreshRule, Route, Server, StatusRange, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 

@@ -381,14 +381,17 @@ pub struct Route {
     pub health: OriginHealth,
 }
 
-/// `[route.health]`: passive health. `fail_after` consecutive failures to connect to an
-/// origin mark it down; requests skip it for `down_for`, then one trial request decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `[route.health]`: passive health (`fail_after` consecutive failures to connect to an
+/// origin mark it down; requests skip it for `down_for`, then one trial request decides) and,
+/// when `interval` is set, active checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OriginHealth {
     /// `fail_after` (1 to 1000; default 3).
     pub fail_after: u32,
     /// `down_for` (default "10s"; at least one second).
     pub down_for: Duration,
+    /// Active checks: `None` unless `interval` is set.
+    pub active: Option<ActiveCheck>,
 }
 
 impl Default for OriginHealth {
@@ -396,7 +399,43 @@ impl Default for OriginHealth {
         OriginHealth {
             fail_after: 3,
             down_for: Duration::from_secs(10),
+            active: None,
         }
+    }
+}
+
+/// `[route.health]` `interval`, `path`, `expect`, `timeout`, `rise`, `fall`, `host`: a
+/// request sent to each of the route's origins every `interval` on a connection of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActiveCheck {
+    /// `interval`: from the start of one check to the start of the next (at least 100 ms).
+    pub interval: Duration,
+    /// `path` (default "/"): the request target of the check's GET.
+    pub path: String,
+    /// `expect` (default "2xx-3xx"): the statuses that count as a success.
+    pub expect: StatusRange,
+    /// `timeout` (default "2s"): connecting (and the TLS handshake), sending the request and
+    /// receiving the response head must all end within it.
+    pub timeout: Duration,
+    /// `rise` (default 2): consecutive successes that mark a down origin up.
+    pub rise: u32,
+    /// `fall` (default 3): consecutive failures that mark an up origin down.
+    pub fall: u32,
+    /// `host`: the Host field of the check; `None`: the route's host when it is an exact
+    /// name, else the origin's `host[:port]`.
+    pub host: Option<String>,
+}
+
+/// An inclusive range of status codes (`expect = 200`, `"2xx"`, `"200-399"`, `"2xx-3xx"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusRange {
+    pub min: u16,
+    pub max: u16,
+}
+
+impl StatusRange {
+    pub fn contains(&self, status: u16) -> bool {
+        (self.min..=self.max).contains(&status)
     }
 }
 

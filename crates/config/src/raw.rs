@@ -375,6 +375,15 @@ pub(crate) struct RawRoute {
 pub(crate) struct RawHealth {
     pub fail_after: Bounded<1, 1000>,
     pub down_for: Spanned<Parsed<Duration>>,
+    /// Active checks (`crate::health`): on when `interval` is set; the other keys are
+    /// errors without it.
+    pub interval: Option<Spanned<Parsed<Duration>>>,
+    pub path: Option<Spanned<String>>,
+    pub expect: Option<Spanned<crate::health::ExpectValue>>,
+    pub timeout: Option<Spanned<Parsed<Duration>>>,
+    pub rise: Option<Spanned<Bounded<1, 100>>>,
+    pub fall: Option<Spanned<Bounded<1, 100>>>,
+    pub host: Option<Spanned<String>>,
 }
 
 impl Default for RawHealth {
@@ -383,6 +392,13 @@ impl Default for RawHealth {
         RawHealth {
             fail_after: Bounded(u64::from(health.fail_after)),
             down_for: Spanned::new(0..0, Parsed(health.down_for)),
+            interval: None,
+            path: None,
+            expect: None,
+            timeout: None,
+            rise: None,
+            fall: None,
+            host: None,
         }
     }
 }

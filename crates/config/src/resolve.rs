@@ -3,7 +3,6 @@
 //! resolution of `workers = 0`.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use crate::error::ConfigError;
 use crate::model::{
@@ -326,27 +325,14 @@ fn resolve_routes(
                 "a route needs at least one origin",
             ));
         }
-        let down_for_span = raw.health.down_for.span();
-        let down_for = raw.health.down_for.into_inner().0;
-        if down_for < Duration::from_secs(1) {
-            return Err(ConfigError::at(
-                file,
-                text,
-                Some(down_for_span),
-                Some(format!("route[{index}].health.down_for")),
-                "must be at least 1s",
-            ));
-        }
+        let health = crate::health::resolve_health(raw.health, index, file, text)?;
         routes.push(Route {
             host,
             origins,
             host_header: raw.host_header.0,
             tls,
             http2: raw.http2,
-            health: crate::model::OriginHealth {
-                fail_after: raw.health.fail_after.0 as u32,
-                down_for,
-            },
+            health,
         });
     }
     Ok(routes)

@@ -173,6 +173,7 @@ fn full_file_sets_every_key() {
         OriginHealth {
             fail_after: 5,
             down_for: Duration::from_secs(30),
+            active: None,
         }
     );
     assert_eq!(

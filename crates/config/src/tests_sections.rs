@@ -337,3 +337,76 @@ fn admin_is_off_unless_configured_and_validated_with_its_key() {
     let e = quick.with_quick_admin(Some("127.0.0.1:3128")).unwrap_err();
     assert!(e.to_string().contains("already used"), "{e}");
 }
+
+#[test]
+fn active_health_checks_are_off_unless_interval_is_set_and_validated() {
+    let base = "[[listen]]\naddress = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\
+                [[route]]\nhost = \"www.example.com\"\norigins = [\"http://127.0.0.1:9\"]\n\
+                [route.health]\n";
+    let parse = |extra: &str| Config::from_toml_str(&format!("{base}{extra}"), "t.toml");
+    assert_eq!(parse("").unwrap().routes[0].health.active, None);
+    let c = parse("interval = \"500ms\"\n").unwrap();
+    let active = c.routes[0].health.active.clone().unwrap();
+    assert_eq!(
+        active,
+        ActiveCheck {
+            interval: std::time::Duration::from_millis(500),
+            path: "/".into(),
+            expect: StatusRange { min: 200, max: 399 },
+            timeout: std::time::Duration::from_secs(2),
+            rise: 2,
+            fall: 3,
+            host: None,
+        }
+    );
+    let c = parse(
+        "interval = \"1s\"\npath = \"/healthz\"\nexpect = 204\ntimeout = \"300ms\"\nrise = 1\n\
+         fall = 5\nhost = \"check.example.com\"\n",
+    )
+    .unwrap();
+    let active = c.routes[0].health.active.clone().unwrap();
+    assert_eq!(active.path, "/healthz");
+    assert_eq!(active.expect, StatusRange { min: 204, max: 204 });
+    assert_eq!((active.rise, active.fall), (1, 5));
+    assert_eq!(active.host.as_deref(), Some("check.example.com"));
+    let err = |extra: &str| parse(extra).unwrap_err().to_string();
+    let e = err("path = \"/x\"\n");
+    assert!(
+        e.starts_with("t.toml:8: key 'route[0].health.path': active checks are on only with"),
+        "{e}"
+    );
+    let e = err("interval = \"10ms\"\n");
+    assert!(
+        e.contains("t.toml:8: key 'route[0].health.interval': must be at least 100ms"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\nexpect = \"2xx-\"\n");
+    assert!(
+        e.starts_with("t.toml:9: key 'route[0].health.expect': invalid status range"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\nexpect = 700\n");
+    assert!(e.contains("route[0].health.expect"), "{e}");
+    let e = err("interval = \"1s\"\npath = \"health\"\n");
+    assert!(
+        e.starts_with("t.toml:9: key 'route[0].health.path': invalid path"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\nhost = \"a\\r\\nb\"\n");
+    assert!(
+        e.starts_with("t.toml:9: key 'route[0].health.host': invalid host"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\ntimeout = \"0s\"\n");
+    assert!(
+        e.contains("route[0].health.timeout': must be more than 0s"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\nrise = 0\n");
+    assert!(
+        e.contains("route[0].health.rise': 0 is out of range (expected 1 to 100)"),
+        "{e}"
+    );
+    let e = err("interval = \"1s\"\nintervall = \"1s\"\n");
+    assert!(e.contains("unknown key"), "{e}");
+}

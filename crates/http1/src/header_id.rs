@@ -47,6 +47,10 @@ pub enum HeaderId {
     AcceptRanges,
     /// RFC 9213's targeted field for CDNs: read on every miss of a reverse listener.
     CdnCacheControl,
+    /// The two request fields whose members the Vary secondary key normalises (RFC 9111
+    /// §4.1): read on every miss of a response that varies on them.
+    AcceptEncoding,
+    AcceptLanguage,
 }
 
 /// Longest known name ("proxy-authorization", "if-unmodified-since").
@@ -60,7 +64,7 @@ const LONGEST_KNOWN: usize = 19;
 pub(crate) struct IdSet(u64);
 
 // Every id must have its bit.
-const _: () = assert!((HeaderId::CdnCacheControl as u8) < 64);
+const _: () = assert!((HeaderId::AcceptLanguage as u8) < 64);
 
 impl IdSet {
     pub(crate) fn insert(&mut self, id: HeaderId) {
@@ -128,6 +132,8 @@ impl HeaderId {
             b"transfer-encoding" => TransferEncoding,
             b"if-modified-since" => IfModifiedSince,
             b"cdn-cache-control" => CdnCacheControl,
+            b"accept-encoding" => AcceptEncoding,
+            b"accept-language" => AcceptLanguage,
             b"proxy-authenticate" => ProxyAuthenticate,
             b"proxy-authorization" => ProxyAuthorization,
             b"if-unmodified-since" => IfUnmodifiedSince,
@@ -177,6 +183,8 @@ impl HeaderId {
             TransferEncoding => b"transfer-encoding",
             IfModifiedSince => b"if-modified-since",
             CdnCacheControl => b"cdn-cache-control",
+            AcceptEncoding => b"accept-encoding",
+            AcceptLanguage => b"accept-language",
             ProxyAuthenticate => b"proxy-authenticate",
             ProxyAuthorization => b"proxy-authorization",
             IfUnmodifiedSince => b"if-unmodified-since",
@@ -248,6 +256,8 @@ mod tests {
         ("Server", Server),
         ("Accept-Ranges", AcceptRanges),
         ("CDN-Cache-Control", CdnCacheControl),
+        ("Accept-Encoding", AcceptEncoding),
+        ("Accept-Language", AcceptLanguage),
     ];
 
     #[test]
@@ -265,8 +275,8 @@ mod tests {
                 "{name}"
             );
         }
-        // 39 known ids plus Other: a new variant must be added to this table too.
-        assert_eq!(ALL.len(), CdnCacheControl as usize);
+        // 41 known ids plus Other: a new variant must be added to this table too.
+        assert_eq!(ALL.len(), AcceptLanguage as usize);
     }
 
     #[test]

@@ -238,6 +238,30 @@ impl HistogramCells {
     }
 }
 
+/// A histogram that several threads observe into (a locked add per observation), for a figure
+/// of a configured object rather than of a worker: a route's origin latency. Never on the
+/// hit path: a request reaches it only after an origin answered.
+#[derive(Debug, Default)]
+pub struct SharedHistogram {
+    buckets: [AtomicU64; BUCKETS],
+    sum_micros: AtomicU64,
+}
+
+impl SharedHistogram {
+    pub fn observe(&self, micros: u64) {
+        self.buckets[bucket_of(micros)].fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(micros, Relaxed);
+    }
+
+    /// The sums so far.
+    pub fn read(&self) -> Histogram {
+        Histogram {
+            buckets: self.buckets.each_ref().map(|b| b.load(Relaxed)),
+            sum_micros: self.sum_micros.load(Relaxed),
+        }
+    }
+}
+
 /// One sampled request for the top lists.
 #[derive(Clone, Copy)]
 pub struct Sample {
@@ -264,7 +288,12 @@ struct Shard {
     latency: [HistogramCells; CLASSES],
     first_byte: [HistogramCells; CLASSES],
     origin: [Cell; 3],
+    /// Origin latency of requests without a route (forward, intercepted).
+    origin_latency: HistogramCells,
     revalidations: [Cell; 3],
+    /// HTTP/1.1 connections waiting for their next request (see [`IdleMark`]): entered on one
+    /// thread and left on another sum up right, each shard alone may be "negative".
+    idle: Cell,
     ticks: Cell,
     samples: Mutex<Vec<Sample>>,
 }
@@ -279,7 +308,9 @@ impl Shard {
             latency: Default::default(),
             first_byte: Default::default(),
             origin: Default::default(),
+            origin_latency: Default::default(),
             revalidations: Default::default(),
+            idle: Cell::default(),
             ticks: Cell::default(),
             samples: Mutex::new(Vec::with_capacity(SAMPLE_RING)),
         }
@@ -403,6 +434,33 @@ pub fn origin(event: OriginEvent) {
     let _ = LOCAL.try_with(|shard| shard.origin[event as usize].add(1));
 }
 
+/// Times an origin's answer to a request without a route (forward, intercepted): from the
+/// request sent to the response head, in microseconds.
+#[inline]
+pub fn origin_latency(micros: u64) {
+    let _ = LOCAL.try_with(|shard| shard.origin_latency.observe(micros));
+}
+
+/// While it lives, a client connection waits for its next request (idle, not yet parked):
+/// `sepia_client_connections_idle`. A plain load and store in the worker's own cell each way.
+pub struct IdleMark(());
+
+impl IdleMark {
+    #[inline]
+    pub fn enter() -> IdleMark {
+        let _ = LOCAL.try_with(|shard| shard.idle.add(1));
+        IdleMark(())
+    }
+}
+
+impl Drop for IdleMark {
+    #[inline]
+    fn drop(&mut self) {
+        // Minus one, in the wrapping arithmetic the sums use.
+        let _ = LOCAL.try_with(|shard| shard.idle.add(u64::MAX));
+    }
+}
+
 /// Counts a revalidation's end.
 #[inline]
 pub fn revalidation(outcome: Revalidation) {
@@ -441,7 +499,11 @@ pub struct Snapshot {
     pub latency: [Histogram; CLASSES],
     pub first_byte: [Histogram; CLASSES],
     pub origin: [u64; 3],
+    /// Origin latency of requests without a route.
+    pub origin_latency: Histogram,
     pub revalidations: [u64; 3],
+    /// Client connections waiting for their next request, not parked.
+    pub client_idle: u64,
 }
 
 /// One non-zero request cell of a [`Snapshot`].
@@ -492,11 +554,14 @@ pub fn snapshot() -> Snapshot {
         bytes: vec![0; cells],
         ..Snapshot::default()
     };
+    let mut idle = 0u64;
     for shard in &shards {
         for (i, (r, b)) in shard.requests.iter().zip(&*shard.bytes).enumerate() {
             snap.requests[i] = snap.requests[i].wrapping_add(r.get());
             snap.bytes[i] = snap.bytes[i].wrapping_add(b.get());
         }
+        shard.origin_latency.add_to(&mut snap.origin_latency);
+        idle = idle.wrapping_add(shard.idle.get());
         for c in 0..CLASSES {
             shard.latency[c].add_to(&mut snap.latency[c]);
             shard.first_byte[c].add_to(&mut snap.first_byte[c]);
@@ -507,6 +572,9 @@ pub fn snapshot() -> Snapshot {
                 snap.revalidations[e].wrapping_add(shard.revalidations[e].get());
         }
     }
+    // Read shard by shard while connections come and go: a sum caught between a leave and
+    // its enter on another shard may dip below zero for a moment.
+    snap.client_idle = u64::try_from(idle as i64).unwrap_or(0);
     snap
 }
 

@@ -162,7 +162,7 @@ impl Child {
         let now = Instant::now();
         let mut jobs = Vec::new();
         for entry in in_flight.into_iter().flatten() {
-            self.shared.done(self.index);
+            self.shared.done_in_flight(self.index);
             let mut job = entry.job;
             if !job.retried && entry.deadline > now && !job.reply.is_closed() {
                 job.retried = true;
@@ -223,6 +223,7 @@ impl Child {
                     line.push(b'\n');
                     let deadline = Instant::now() + self.spec.timeout;
                     in_flight[channel] = Some(InFlight { job, deadline });
+                    self.shared.sent();
                     let write = process.stdin.write_all(&line);
                     match tokio::time::timeout(self.spec.timeout, write).await {
                         Ok(Ok(())) => {}
@@ -255,7 +256,7 @@ impl Child {
                 .get_mut(channel)
                 .and_then(Option::take)
                 .ok_or_else(|| format!("answered channel {channel}, which has no request"))?;
-            self.shared.done(self.index);
+            self.shared.done_in_flight(self.index);
             if answer == Answer::BrokenHelper {
                 tracing::warn!(
                     "auth helper #{} answered BH (it could not decide)",

@@ -13,7 +13,7 @@
 mod child;
 pub(crate) mod protocol;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +39,26 @@ struct Shared {
     slots: Vec<Slot>,
     /// Rotates the starting point of the least-loaded search so ties spread out.
     next: AtomicUsize,
+    /// Jobs written to a child and not answered yet (the rest of the slots' load is queued).
+    in_flight: AtomicUsize,
+    /// Answers by [`HelperStats::ANSWERS`]: ok, err, bh, unavailable.
+    answers: [AtomicU64; 4],
+}
+
+/// What the helper pool has done and holds, for the admin listener.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HelperStats {
+    /// Requests waiting for a child.
+    pub queued: u64,
+    /// Requests written to a child, not answered yet.
+    pub in_flight: u64,
+    /// Checks by how they ended, in the order of [`HelperStats::ANSWERS`].
+    pub answers: [u64; 4],
+}
+
+impl HelperStats {
+    /// `OK`, `ERR`, `BH`, and no answer in time (a helper hung, failed or restarting).
+    pub const ANSWERS: [&'static str; 4] = ["ok", "err", "bh", "unavailable"];
 }
 
 #[derive(Debug)]
@@ -99,6 +119,17 @@ impl Shared {
     fn done(&self, index: usize) {
         self.slots[index].load.fetch_sub(1, Ordering::Relaxed);
     }
+
+    /// A job was written to a child.
+    fn sent(&self) {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A job written to child `index` has left it (answered, or handed back after a failure).
+    fn done_in_flight(&self, index: usize) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.done(index);
+    }
 }
 
 /// The running helpers; dropping it stops and kills them.
@@ -138,6 +169,8 @@ impl HelperPool {
                 })
                 .collect(),
             next: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            answers: Default::default(),
         });
         let (shutdown, stop) = watch::channel(());
         for (index, (process, queue)) in processes.into_iter().zip(receivers).enumerate() {
@@ -166,6 +199,33 @@ impl HelperPool {
             retried: false,
         };
         self.shared.dispatch(job, None);
-        tokio::time::timeout(self.timeout, answer).await.ok()?.ok()
+        let answer = tokio::time::timeout(self.timeout, answer)
+            .await
+            .ok()
+            .and_then(Result::ok);
+        let kind = match answer {
+            Some(Answer::Ok) => 0,
+            Some(Answer::Err) => 1,
+            Some(Answer::BrokenHelper) => 2,
+            None => 3,
+        };
+        self.shared.answers[kind].fetch_add(1, Ordering::Relaxed);
+        answer
+    }
+
+    /// The queue and the answers so far.
+    pub(crate) fn stats(&self) -> HelperStats {
+        let shared = &self.shared;
+        let load: usize = shared
+            .slots
+            .iter()
+            .map(|s| s.load.load(Ordering::Relaxed))
+            .sum();
+        let in_flight = shared.in_flight.load(Ordering::Relaxed);
+        HelperStats {
+            queued: load.saturating_sub(in_flight) as u64,
+            in_flight: in_flight as u64,
+            answers: shared.answers.each_ref().map(|a| a.load(Ordering::Relaxed)),
+        }
     }
 }

@@ -23,7 +23,8 @@ use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
 use self::http::{Request, Response};
-use self::render::Gathered;
+pub use self::render::ClientCounts;
+use self::render::{Gathered, OriginFigures};
 use self::top::Top;
 use crate::cache::Ban;
 use crate::state::State;
@@ -39,8 +40,8 @@ pub struct Admin {
     started: Instant,
     top: Top,
     purges: [AtomicU64; 3],
-    /// Client connections open now (the server's count).
-    open: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// Client connections open and parked now (the server's counts).
+    clients: Box<dyn Fn() -> ClientCounts + Send + Sync>,
 }
 
 impl Admin {
@@ -50,7 +51,7 @@ impl Admin {
     pub fn bind(
         config: &AdminConfig,
         listeners: Vec<String>,
-        open: Box<dyn Fn() -> u64 + Send + Sync>,
+        clients: Box<dyn Fn() -> ClientCounts + Send + Sync>,
         passed: Option<std::net::TcpListener>,
     ) -> io::Result<Admin> {
         let std = match passed {
@@ -74,7 +75,7 @@ impl Admin {
             started: Instant::now(),
             top: Top::default(),
             purges: Default::default(),
-            open,
+            clients,
         })
     }
 
@@ -198,13 +199,27 @@ impl Admin {
                 .map(|c| c.store.stats())
                 .unwrap_or_default(),
             listeners: self.listeners.clone(),
-            client_connections_open: (self.open)(),
+            clients: (self.clients)(),
             log_dropped: state.log.dropped(),
             purges: std::array::from_fn(|i| self.purges[i].load(Relaxed)),
             process: process::Process::read(),
             uptime_seconds: self.started.elapsed().as_secs_f64(),
-            origins: state.upstreams.origin_health(),
+            origins: self.origin_figures(state),
+            route_latency: state.upstreams.route_latency(),
+            auth_helper: state.auth.as_ref().and_then(|a| a.helper_stats()),
         }
+    }
+
+    fn origin_figures(&self, state: &State) -> Vec<OriginFigures> {
+        let all = state.upstreams.origin_status().into_iter();
+        let all = all.map(|(route, origin, status)| OriginFigures {
+            up: status.health.is_up(),
+            connections: status.connections(),
+            checks: status.checks(),
+            route,
+            origin,
+        });
+        all.collect()
     }
 
     /// `POST /purge` with a JSON body naming one of `url`, `prefix` or `tag`.

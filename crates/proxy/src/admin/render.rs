@@ -5,10 +5,13 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use sepia_auth::HelperStats;
 use sepia_observe::metrics::{
     bucket_bound, Histogram, LatencyClass, OriginEvent, Revalidation, Snapshot, BUCKETS,
 };
 use sepia_store::StoreStats;
+
+use crate::upstream::CheckResult;
 use serde_json::{json, Value};
 
 use super::process::Process;
@@ -21,14 +24,43 @@ pub struct Gathered {
     pub requests: Snapshot,
     pub store: StoreStats,
     pub listeners: Vec<String>,
-    pub client_connections_open: u64,
+    pub clients: ClientCounts,
     pub log_dropped: u64,
     pub purges: [u64; 3],
     pub process: Process,
     pub uptime_seconds: f64,
-    /// Each route origin's passive health: (route host, origin, up).
-    pub origins: Vec<(String, String, bool)>,
+    /// Each route origin's health and counts.
+    pub origins: Vec<OriginFigures>,
+    /// Each route's origin latency: (route host, histogram).
+    pub route_latency: Vec<(String, Histogram)>,
+    /// The auth helper pool's queue and answers, when `[auth]` uses a helper.
+    pub auth_helper: Option<HelperStats>,
 }
+
+/// The server's counts of client connections, read at scrape time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientCounts {
+    pub open: u64,
+    /// Parked: in the parking lot or a small task of their own (idle for a second or more).
+    pub parked: u64,
+}
+
+/// One route origin's figures, read at scrape time.
+#[derive(Debug, Default)]
+pub struct OriginFigures {
+    /// The route's host pattern.
+    pub route: String,
+    /// "host:port".
+    pub origin: String,
+    pub up: bool,
+    /// Connection events by [`OriginEvent`].
+    pub connections: [u64; 3],
+    /// Health check results by [`CheckResult`].
+    pub checks: [u64; 4],
+}
+
+/// The `route` and `origin` of figures of requests without a route (forward, intercepted).
+const DIRECT: &str = "-";
 
 /// The purge kinds, the `kind` label of `sepia_purges`.
 pub const PURGE_KINDS: [&str; 3] = ["url", "prefix", "tag"];
@@ -91,7 +123,6 @@ impl Gathered {
             requests.push((labels.clone(), c.requests as f64));
             bytes.push((labels, c.bytes as f64));
         }
-        let events = OriginEvent::ALL.map(OriginEvent::as_str);
         let revals = Revalidation::ALL.map(Revalidation::as_str);
         let r = &self.requests;
         vec![
@@ -99,29 +130,77 @@ impl Gathered {
             ("sepia_response_bytes", Samples::Values(bytes)),
             ("sepia_request_duration_seconds", classes(&r.latency)),
             ("sepia_first_byte_seconds", classes(&r.first_byte)),
-            (
-                "sepia_client_connections_open",
-                one(self.client_connections_open),
-            ),
-            (
-                "sepia_origin_connections",
-                labelled("event", &events, &r.origin),
-            ),
+            ("sepia_client_connections_open", one(self.clients.open)),
+            ("sepia_client_connections_idle", one(r.client_idle)),
+            ("sepia_client_connections_parked", one(self.clients.parked)),
+            ("sepia_origin_connections", self.origin_connections()),
+            ("sepia_origin_latency_seconds", self.origin_latency()),
             (
                 "sepia_revalidations",
                 labelled("outcome", &revals, &r.revalidations),
             ),
             ("sepia_origin_up", self.origin_up()),
+            ("sepia_health_checks", self.health_checks()),
         ]
+    }
+
+    /// Per route origin and event; requests without a route under `-` once they made any.
+    fn origin_connections(&self) -> Samples<'_> {
+        let mut all = Vec::new();
+        let direct = (DIRECT, DIRECT, &self.requests.origin);
+        let origins = self.origins.iter();
+        let origins = origins.map(|o| (o.route.as_str(), o.origin.as_str(), &o.connections));
+        let counted = |(_, _, counts): &(&str, &str, &[u64; 3])| counts.iter().any(|&n| n != 0);
+        let direct = Some(direct).filter(counted);
+        for (route, origin, counts) in origins.chain(direct) {
+            for (event, n) in OriginEvent::ALL.iter().zip(counts) {
+                let labels = vec![
+                    ("route", route),
+                    ("origin", origin),
+                    ("event", event.as_str()),
+                ];
+                all.push((labels, *n as f64));
+            }
+        }
+        Samples::Values(all)
+    }
+
+    /// Per route; requests without a route under `-` once there were any.
+    fn origin_latency(&self) -> Samples<'_> {
+        let direct = &self.requests.origin_latency;
+        let direct = (direct.count() != 0).then_some((DIRECT, direct));
+        let routes = self.route_latency.iter().map(|(r, h)| (r.as_str(), h));
+        let all = routes.chain(direct).map(|(r, h)| (vec![("route", r)], h));
+        Samples::Histograms(all.collect())
     }
 
     /// `sepia_origin_up`: 1 per route origin that is up, 0 for one marked down.
     fn origin_up(&self) -> Samples<'_> {
-        let all = self.origins.iter().map(|(route, origin, up)| {
-            let labels = vec![("route", route.as_str()), ("origin", origin.as_str())];
-            (labels, if *up { 1.0 } else { 0.0 })
+        let all = self.origins.iter().map(|o| {
+            let labels = vec![("route", o.route.as_str()), ("origin", o.origin.as_str())];
+            (labels, if o.up { 1.0 } else { 0.0 })
         });
         Samples::Values(all.collect())
+    }
+
+    /// `sepia_health_checks`: per route origin and result, for routes with active checks.
+    fn health_checks(&self) -> Samples<'_> {
+        let mut all = Vec::new();
+        for o in self
+            .origins
+            .iter()
+            .filter(|o| o.checks.iter().any(|&n| n != 0))
+        {
+            for (result, n) in CheckResult::ALL.iter().zip(&o.checks) {
+                let labels = vec![
+                    ("route", o.route.as_str()),
+                    ("origin", o.origin.as_str()),
+                    ("result", result.as_str()),
+                ];
+                all.push((labels, *n as f64));
+            }
+        }
+        Samples::Values(all)
     }
 
     /// The store's counts (memory and disk tiers) and the purges.
@@ -160,11 +239,22 @@ impl Gathered {
         ]
     }
 
-    /// The access log's drops and what the process costs.
+    /// The access log's drops, the auth helpers and what the process costs.
     fn process_families(&self) -> Families<'_> {
         let p = &self.process;
         let float = |v: f64| Samples::Values(vec![(Vec::new(), v)]);
+        let helper = self.auth_helper.as_ref();
+        let queue = helper.map_or(Vec::new(), |h| {
+            let states = [("queued", h.queued), ("in_flight", h.in_flight)];
+            states.map(|(s, n)| (vec![("state", s)], n as f64)).to_vec()
+        });
+        let answers = helper.map_or(Vec::new(), |h| {
+            let all = HelperStats::ANSWERS.iter().zip(h.answers);
+            all.map(|(r, n)| (vec![("result", *r)], n as f64)).collect()
+        });
         vec![
+            ("sepia_auth_helper_requests", Samples::Values(queue)),
+            ("sepia_auth_helper_answers", Samples::Values(answers)),
             ("sepia_access_log_dropped", one(self.log_dropped)),
             ("sepia_process_cpu_seconds", float(p.cpu_seconds)),
             ("sepia_process_resident_memory_bytes", one(p.rss_bytes)),
@@ -260,12 +350,55 @@ impl std::fmt::Debug for Samples<'_> {
     }
 }
 
-/// Each route origin's passive health, for `/stats` and the dashboard.
-fn origins_json(origins: &[(String, String, bool)]) -> Value {
-    let all = origins
-        .iter()
-        .map(|(route, origin, up)| json!({"route": route, "origin": origin, "up": up}));
+/// Each route origin's health and counts, for `/stats` and the dashboard.
+fn origins_json(origins: &[OriginFigures]) -> Value {
+    let events = OriginEvent::ALL.map(OriginEvent::as_str);
+    let results = CheckResult::ALL.map(CheckResult::as_str);
+    let all = origins.iter().map(|o| {
+        let connections: serde_json::Map<_, _> = events
+            .iter()
+            .zip(o.connections)
+            .map(|(e, n)| (e.to_string(), json!(n)))
+            .collect();
+        let checks: serde_json::Map<_, _> = results
+            .iter()
+            .zip(o.checks)
+            .map(|(r, n)| (r.to_string(), json!(n)))
+            .collect();
+        json!({"route": o.route, "origin": o.origin, "up": o.up,
+               "connections": connections, "checks": checks})
+    });
     Value::Array(all.collect())
+}
+
+/// Latency histograms by class, for `/stats`.
+fn histograms(h: &[Histogram; 3]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (c, h) in LatencyClass::ALL.iter().zip(h) {
+        m.insert(
+            c.as_str().into(),
+            json!({"buckets": h.buckets.to_vec(), "sum_seconds": h.sum_micros as f64 / 1e6, "count": h.count()}),
+        );
+    }
+    Value::Object(m)
+}
+
+/// The auth helpers' queue and answers, for `/stats`.
+fn helper_json(h: &HelperStats) -> Value {
+    let answers = HelperStats::ANSWERS.iter().zip(h.answers);
+    let answers: serde_json::Map<_, _> = answers.map(|(r, n)| (r.to_string(), json!(n))).collect();
+    json!({"queued": h.queued, "in_flight": h.in_flight, "answers": answers})
+}
+
+/// Origin connection events of every route origin and of requests without a route.
+fn origin_events(g: &Gathered) -> [u64; 3] {
+    let mut sum = g.requests.origin;
+    for o in &g.origins {
+        for (s, n) in sum.iter_mut().zip(o.connections) {
+            *s += n;
+        }
+    }
+    sum
 }
 
 /// `/stats`: the same figures as JSON, plus the top lists.
@@ -291,16 +424,6 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
             "bytes": c.bytes,
         }));
     }
-    let histograms = |h: &[Histogram; 3]| {
-        let mut m = serde_json::Map::new();
-        for (c, h) in LatencyClass::ALL.iter().zip(h) {
-            m.insert(
-                c.as_str().into(),
-                json!({"buckets": h.buckets.to_vec(), "sum_seconds": h.sum_micros as f64 / 1e6, "count": h.count()}),
-            );
-        }
-        Value::Object(m)
-    };
     let bounds: Vec<Option<f64>> = (0..BUCKETS).map(bucket_bound).collect();
     let ranked = |r: &[Ranked]| {
         let all = r
@@ -320,8 +443,9 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         "latency_bounds_seconds": bounds,
         "latency": histograms(&g.requests.latency),
         "first_byte": histograms(&g.requests.first_byte),
-        "client_connections_open": g.client_connections_open,
-        "origin_connections": three(["opened", "reused", "failed"], &g.requests.origin),
+        "client_connections_open": g.clients.open,
+        "client_connections": {"idle": g.requests.client_idle, "parked": g.clients.parked},
+        "origin_connections": three(["opened", "reused", "failed"], &origin_events(g)),
         "origins": origins_json(&g.origins),
         "revalidations": three(["not_modified", "modified", "failed"], &g.requests.revalidations),
         "cache": {
@@ -339,6 +463,7 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
         },
         "purges": three(PURGE_KINDS, &g.purges),
         "access_log_dropped": g.log_dropped,
+        "auth_helper": g.auth_helper.as_ref().map(helper_json),
         "process": {
             "cpu_seconds": g.process.cpu_seconds, "rss_bytes": g.process.rss_bytes,
             "open_fds": g.process.open_fds, "max_fds": g.process.max_fds,

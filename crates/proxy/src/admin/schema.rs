@@ -56,9 +56,13 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_request_duration_seconds", Histogram, &["class"], "From a request's complete head to the end of its response, by class (hit, miss, other)."),
     family("sepia_first_byte_seconds", Histogram, &["class"], "From a request's complete head to its response head handed to the connection (a hit: its end), by class."),
     family("sepia_client_connections_open", Gauge, &[], "Client connections open (busy, idle and parked)."),
-    family("sepia_origin_connections", Counter, &["event"], "Origin connections opened, reused from the pool, or failed to open (refused, timed out, TLS refused)."),
+    family("sepia_client_connections_idle", Gauge, &[], "HTTP/1.1 client connections waiting for their next request, not yet parked."),
+    family("sepia_client_connections_parked", Gauge, &[], "Client connections parked after a second or more without a request (the parking lot, or a small task each for TLS)."),
+    family("sepia_origin_connections", Counter, &["route", "origin", "event"], "Origin connections opened, reused from the pool, or failed to open (refused, timed out, TLS refused), by route and origin (- for requests without a route: forward, intercepted)."),
+    family("sepia_origin_latency_seconds", Histogram, &["route"], "From a request sent to an origin (its head written) to the origin's response head, by route (- for requests without a route)."),
     family("sepia_revalidations", Counter, &["outcome"], "Revalidations of stored responses (RFC 9111 section 4.3), foreground and background: not_modified (304), modified (replaced), failed."),
-    family("sepia_origin_up", Gauge, &["route", "origin"], "Whether a route's origin is up (1) or marked down (0) by passive health: consecutive connection failures skip it for a while."),
+    family("sepia_origin_up", Gauge, &["route", "origin"], "Whether a route's origin is up (1) or marked down (0), by passive health (consecutive connection failures skip it for a while) or by active checks."),
+    family("sepia_health_checks", Counter, &["route", "origin", "result"], "Active health checks of a route's origins ([route.health] interval), by result: ok, status (an unexpected status), timeout, error (connecting failed or the answer was not HTTP)."),
     family("sepia_cache_objects", Gauge, &[], "Objects (variants) in the memory store."),
     family("sepia_cache_bytes", Gauge, &[], "Bytes accounted against the memory budget."),
     family("sepia_cache_budget_bytes", Gauge, &[], "The memory store's byte budget (cache.memory)."),
@@ -81,6 +85,8 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_disk_faults", Counter, &[], "Disk I/O faults (ENOSPC, EIO, files gone)."),
     family("sepia_disks_failed", Gauge, &[], "Disks given up after a fault."),
     family("sepia_purges", Counter, &["kind"], "Purges through the admin listener: url, prefix, tag."),
+    family("sepia_auth_helper_requests", Gauge, &["state"], "Credentials checks at the auth helpers ([auth] helper): queued (waiting for a child) or in_flight (written to a child, not answered)."),
+    family("sepia_auth_helper_answers", Counter, &["result"], "Credentials checks the auth helpers ended: ok, err, bh (the helper could not decide), unavailable (no answer within helper_timeout)."),
     family("sepia_access_log_dropped", Counter, &[], "Access log lines dropped because the writer fell behind."),
     family("sepia_process_cpu_seconds", Counter, &[], "User and system CPU time of the process."),
     family("sepia_process_resident_memory_bytes", Gauge, &[], "Resident memory of the process (VmRSS)."),
@@ -100,7 +106,7 @@ pub fn find(name: &str) -> &'static Family {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admin::render::{metrics_text, Gathered};
+    use crate::admin::render::{metrics_text, Gathered, OriginFigures};
 
     /// The metric rows of `docs/METRICS.md`: name, type, labels.
     fn documented() -> Vec<(String, String, Vec<String>)> {
@@ -188,7 +194,15 @@ mod tests {
         let gathered = Gathered {
             requests: metrics::snapshot(),
             listeners: vec!["127.0.0.1:3128".into()],
-            origins: vec![("*".into(), "127.0.0.1:8080".into(), false)],
+            origins: vec![OriginFigures {
+                route: "*".into(),
+                origin: "127.0.0.1:8080".into(),
+                connections: [1, 2, 3],
+                checks: [4, 0, 1, 0],
+                ..OriginFigures::default()
+            }],
+            route_latency: vec![("*".into(), metrics::Histogram::default())],
+            auth_helper: Some(sepia_auth::HelperStats::default()),
             ..Gathered::default()
         };
         let text = metrics_text(gathered);

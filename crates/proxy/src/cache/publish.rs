@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sepia_cache_policy::{
-    freshen_headers, Fields, Piece, PolicyConfig, StoredFieldFilter, StoredMeta,
+    freshen_headers, Fields, Piece, PolicyConfig, PolicySource, StoredFieldFilter, StoredMeta,
 };
 use sepia_store::{
     Body, BodyLength as StoredLength, BodyWriter, FillWriter, FinishError, FinishOutcome, Object,
@@ -14,7 +14,7 @@ use sepia_store::{
 
 use super::entry::{Entry, Meta};
 use crate::h1::stored_head;
-use crate::model::{BodyLength, ResponseView};
+use crate::model::{BodyLength, HeaderId, ResponseView};
 
 /// Bodies up to this length, announced by Content-Length, are stored in the allocation of
 /// their head: one allocation per small object instead of three (head, body, and the shared
@@ -122,7 +122,9 @@ fn publish(
         (status, reason)
     };
     meta.status = status;
-    let filter = StoredFieldFilter::new(fields, true);
+    // The metadata parsed Cache-Control already, unless a targeted field governed.
+    let cache_control = (meta.source == PolicySource::CacheControl).then_some(&meta.cache_control);
+    let filter = StoredFieldFilter::knowing(fields, true, cache_control);
     let kept = filter.kept();
     let length = match length {
         BodyLength::Known(n) => StoredLength::Known(n),
@@ -135,12 +137,12 @@ fn publish(
     };
     let (mut buf, layout) = if partial {
         let lines = || {
-            kept.iter()
-                .filter(|(name, _)| !name.eq_ignore_ascii_case(b"content-range"))
+            kept.iter_with_ids()
+                .filter(|&(id, _, _)| id != HeaderId::ContentRange)
         };
         stored_head::build_with_room(status, reason, lines, via, room)
     } else {
-        stored_head::build_with_room(status, reason, || kept.iter(), via, room)
+        stored_head::build_with_room(status, reason, || kept.iter_with_ids(), via, room)
     };
     let head = if room == 0 {
         std::mem::take(&mut buf).freeze()

@@ -15,7 +15,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use sepia_cache_policy::Fields;
-use sepia_http1::{put_status_line, Version, CRLF};
+use sepia_http1::{put_status_line, HeaderId, Version, CRLF};
 
 /// Byte offsets of one field line in the stored head: the name starts at `name`, the value
 /// at `value` (after `": "`) and ends at `end` (before CRLF).
@@ -134,10 +134,11 @@ impl Fields for StoredFields<'_> {
 /// Fields a hit writes itself: framing and `Age` are per hit; the stored `Date` is never
 /// touched (RFC 9111 §4.2.3, §5.1). `Transfer-Encoding` is hop-by-hop and never stored, but a
 /// merged field list is checked too.
-fn written_per_hit(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"age")
-        || name.eq_ignore_ascii_case(b"content-length")
-        || name.eq_ignore_ascii_case(b"transfer-encoding")
+fn written_per_hit(id: HeaderId) -> bool {
+    matches!(
+        id,
+        HeaderId::Age | HeaderId::ContentLength | HeaderId::TransferEncoding
+    )
 }
 
 /// Builds the head a hit sends, minus its per-hit fields: the status line, every line
@@ -154,12 +155,15 @@ where
     L: Fn() -> I,
     I: Iterator<Item = (&'f [u8], &'f [u8])>,
 {
-    let (out, layout) = build_with_room(status, reason, lines, via, 0);
+    let with_ids = || lines().map(|(name, value)| (HeaderId::from_name(name), name, value));
+    let (out, layout) = build_with_room(status, reason, with_ids, via, 0);
     (out.freeze(), layout)
 }
 
 /// [`build`], into a buffer with `room` more bytes of capacity after the head: where the
 /// caller copies the body, so that a small object's head and body share one allocation.
+/// `lines` yields each line's [`HeaderId`] with it (the codec's, when the lines were parsed),
+/// so that the per-hit fields are told apart without comparing names.
 pub fn build_with_room<'f, I, L>(
     status: u16,
     reason: &[u8],
@@ -169,7 +173,7 @@ pub fn build_with_room<'f, I, L>(
 ) -> (BytesMut, HeadLayout)
 where
     L: Fn() -> I,
-    I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    I: Iterator<Item = (HeaderId, &'f [u8], &'f [u8])>,
 {
     // "HTTP/1.1 " status " " reason CRLF, the status in as many digits as put_status_line
     // writes (three for any valid code, RFC 9110 §15).
@@ -178,7 +182,7 @@ where
     let status_line =
         Version::Http11.as_bytes().len() + 2 + status_digits + reason.len() + CRLF.len();
     let (mut count, mut size) = (0, status_line);
-    for (name, value) in lines().filter(|(n, _)| !written_per_hit(n)) {
+    for (_, name, value) in lines().filter(|&(id, _, _)| !written_per_hit(id)) {
         count += 1;
         size += name.len() + value.len() + 4;
     }
@@ -189,7 +193,7 @@ where
     put_status_line(&mut out, Version::Http11, status, reason);
     let reason_end = out.len() - CRLF.len();
     let mut spans = Vec::with_capacity(count);
-    for (name, value) in lines().filter(|(n, _)| !written_per_hit(n)) {
+    for (_, name, value) in lines().filter(|&(id, _, _)| !written_per_hit(id)) {
         let at = offset(out.len());
         out.put_slice(name);
         out.put_slice(b": ");
@@ -225,7 +229,6 @@ fn offset(at: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sepia_http1::HeaderId;
 
     fn fields(
         pairs: &'static [(&'static str, &'static str)],

@@ -67,6 +67,14 @@ pub trait FieldView: Fields + Sync {
     /// The first value of `id` as a `Bytes` sharing the message's buffer, for the few values
     /// kept after the exchange (the access log's).
     fn shared(&self, id: HeaderId) -> Option<Bytes>;
+
+    /// The bytes the lines `lines` (indices into [`FieldView::each`]) arrived as, when they are
+    /// exactly what writing them one by one in the front end's form would produce: a writer
+    /// copies such a run at once. `None` when they are not, or the protocol has no such form.
+    fn as_received(&self, lines: std::ops::Range<usize>) -> Option<&[u8]> {
+        let _ = lines;
+        None
+    }
 }
 
 /// Whether `field` must not be forwarded: hop-by-hop by definition, or named in the message's

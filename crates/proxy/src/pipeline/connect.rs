@@ -6,6 +6,7 @@ use sepia_observe::ResultCode;
 use super::context::Exchange;
 use super::responder::Responder;
 use crate::model::{split_authority, Outcome, RequestView};
+use crate::upstream::Tally;
 
 pub(super) async fn tunnel<C: Responder>(x: &mut Exchange<'_, C>) -> Outcome {
     let refuse = |status, detail| {
@@ -35,7 +36,7 @@ pub(super) async fn tunnel<C: Responder>(x: &mut Exchange<'_, C>) -> Outcome {
         return refuse(502, "the host name could not be resolved");
     };
     // A tunnel's connection is never pooled: it carries the client's own protocol.
-    let Ok(origin) = ups.pool.connect(&addrs, None, None).await else {
+    let Ok(origin) = ups.pool.connect(&addrs, None, None, Tally::Direct).await else {
         return refuse(502, "could not connect to the requested host");
     };
     let peer = origin.addr().ip();

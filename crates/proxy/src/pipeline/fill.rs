@@ -100,8 +100,10 @@ pub(super) async fn store_and_relay<C: Responder>(
             cx.req.method_raw()
         };
         let storable = is_storable_stored(method, &request_fields, &meta, policy);
-        let mut secondary = Vec::new();
-        let vary = vary_key_of(&meta.vary, &request_fields, &mut secondary);
+        // The secondary key is written into the Cache-Status buffer, written anew below, and
+        // copied out at its exact size: a fresh `Vec` grew three times per Vary'd miss.
+        let vary = vary_key_of(&meta.vary, &request_fields, cache_status);
+        let secondary = Bytes::copy_from_slice(cache_status);
         (meta, storable, secondary, vary, resp.status())
     };
     let source = meta.source;
@@ -130,7 +132,7 @@ pub(super) async fn store_and_relay<C: Responder>(
         meta,
         length: fetched.body_length(),
         via: cx.state.via(),
-        secondary: Bytes::from(secondary),
+        secondary,
         piece: None,
     };
     let body = publish_response(s.writer, fetched.head(), publishing);

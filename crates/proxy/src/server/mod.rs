@@ -26,7 +26,7 @@ use self::parking_lot::ParkingLot;
 pub use self::reload::Reloader;
 use self::reload::{Listening, Request};
 use self::tracker::Tracker;
-use crate::admin::Admin;
+use crate::admin::{Admin, ClientCounts};
 use crate::state::State;
 use crate::transport::tls::TlsListener;
 use crate::upstream::TlsClients;
@@ -69,15 +69,22 @@ impl Server {
             let listener = listener_for(l, &mut inherited)?;
             listeners.push(Bound::new(Arc::new(listener), l, listeners.len())?);
         }
+        let lot = ParkingLot::new().map_err(|e| {
+            io::Error::new(e.kind(), format!("the idle connections' epoll set: {e}"))
+        })?;
         let admin = match &config.admin {
             None => None,
             Some(a) => {
                 let tracker = Arc::new(Tracker::new(Arc::default()));
-                let counted = tracker.clone();
-                let open = Box::new(move || counted.count.load(Ordering::Relaxed) as u64);
+                let (counted, parking) = (tracker.clone(), lot.0.clone());
+                let clients = Box::new(move || ClientCounts {
+                    open: counted.count.load(Ordering::Relaxed) as u64,
+                    parked: (parking.parked() + counted.parked_tasks.load(Ordering::Relaxed))
+                        as u64,
+                });
                 let names = config.listeners.iter().map(|l| l.address.to_string());
                 let passed = inherited.take(SocketRole::Admin { address: a.listen });
-                let admin = Admin::bind(a, names.collect(), open, passed)?;
+                let admin = Admin::bind(a, names.collect(), clients, passed)?;
                 Some((Arc::new(admin), tracker))
             }
         };
@@ -89,9 +96,6 @@ impl Server {
             false => sepia_store::LockWait::Fail,
         };
         let (reloader, reloads) = Reloader::new();
-        let lot = ParkingLot::new().map_err(|e| {
-            io::Error::new(e.kind(), format!("the idle connections' epoll set: {e}"))
-        })?;
         Ok(Server {
             state: Arc::new(State::with_disks(config, log, disks)?),
             listeners,
@@ -142,6 +146,7 @@ impl Server {
         };
         let admin_socket = admin.clone();
         let admin = admin.map(|a| tokio::spawn(a.run(self.state.clone())));
+        self.state.upstreams.start_checks(None);
         tokio::spawn(tracker.clock.clone().run(tracker.shutdown.clone()));
         let (lot, poll) = self.lot;
         let (clock, stop) = (tracker.clock.clone(), tracker.shutdown.clone());

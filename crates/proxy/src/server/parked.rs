@@ -176,6 +176,16 @@ pin_project_lite::pin_project! {
         #[pin]
         wake: OwnedNotified,
     }
+
+    impl PinnedDrop for Parked {
+        fn drop(this: Pin<&mut Self>) {
+            // Still holding the connection: it closes without a session (counted out here;
+            // a resumed one was counted out when it left).
+            if let Some(accepted) = this.project().accepted.as_ref() {
+                accepted.guard.parked_task(false);
+            }
+        }
+    }
 }
 
 impl Parked {
@@ -183,6 +193,7 @@ impl Parked {
     pub(super) fn new(accepted: Accepted, conn: Conn) -> Parked {
         // Created before the first poll: a shutdown's `notify_waiters` after this is still seen.
         let wake = accepted.guard.clock().waiter(accepted.parked_until);
+        accepted.guard.parked_task(true);
         Parked {
             wake,
             accepted: Some(accepted),
@@ -218,6 +229,7 @@ impl Future for Parked {
             match conn.poll_read_ready(cx) {
                 Poll::Ready(Ok(())) => {
                     if let (Some(accepted), Some(conn)) = (this.accepted.take(), this.conn.take()) {
+                        accepted.guard.parked_task(false);
                         // A peer that already reset the connection has nothing to serve.
                         if let Ok(peer) = conn.peer_addr() {
                             spawn_session(accepted, conn, peer);

@@ -142,6 +142,12 @@ impl<T: Parkable> ParkingLot<T> {
         Ok(())
     }
 
+    /// Connections parked here now (for the admin listener: takes the lot's lock).
+    pub(super) fn parked(&self) -> usize {
+        let slots = self.slots();
+        slots.slots.len() - slots.free.len()
+    }
+
     /// The client of slot `key` sent something (or closed): back to tokio, a new session.
     fn resume(&self, key: usize) {
         let Some(Slot { parked, stream }) = self.slots().take(key) else {

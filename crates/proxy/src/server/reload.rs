@@ -188,6 +188,7 @@ pub(super) fn apply(
     }
     let next = Arc::new(state.reloaded(config.clone(), log)?);
     // Nothing can fail from here on.
+    next.upstreams.start_checks(Some(&state.upstreams));
     state.replace_with(next.clone());
     *state = next;
     let old = std::mem::take(&mut listening.running);

@@ -11,6 +11,8 @@ use crate::state::shutdown::Shutdown;
 /// Counts open client connections so shutdown can wait for them, and tells them to close.
 pub(super) struct Tracker {
     pub(super) count: AtomicUsize,
+    /// Connections parked in a task of their own (TLS, or when the parking lot stopped).
+    pub(super) parked_tasks: AtomicUsize,
     zero: Notify,
     /// Begins when the server stops; every session and parked connection holds it.
     pub(super) shutdown: Arc<Shutdown>,
@@ -24,6 +26,7 @@ impl Tracker {
     pub(super) fn new(shutdown: Arc<Shutdown>) -> Tracker {
         Tracker {
             count: AtomicUsize::new(0),
+            parked_tasks: AtomicUsize::new(0),
             zero: Notify::new(),
             shutdown,
             clock: Arc::default(),
@@ -55,6 +58,15 @@ impl Guard {
     /// The clock of parked connections' idle deadlines; its waiters also wake at shutdown.
     pub(super) fn clock(&self) -> &IdleClock {
         &self.0.clock
+    }
+
+    /// A connection parks in a task of its own (`parked::Parked`), or leaves it.
+    pub(super) fn parked_task(&self, parks: bool) {
+        if parks {
+            self.0.parked_tasks.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.0.parked_tasks.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Whether shutdown has begun.

@@ -61,16 +61,18 @@ impl State {
             disks,
         );
         let tz = sepia_access::TimeZone::system();
-        State::assemble(config, cache, log, tz)
+        State::assemble(config, cache, log, tz, None)
     }
 
     /// The state of a reloaded configuration, `config` (already reduced to what a reload may
-    /// change, see `Config::reloaded_with`): a new origin side, authenticator and log, the
-    /// same cache store resized. Must run inside the tokio runtime.
+    /// change, see `Config::reloaded_with`): a new origin side (with the health and counts of
+    /// the origins it keeps), authenticator and log, the same cache store resized. Must run
+    /// inside the tokio runtime.
     pub fn reloaded(&self, config: Arc<Config>, log: AccessLog) -> io::Result<State> {
         let cache = self.cache.as_ref();
         let cache = cache.map(|c| c.reconfigured(&config.cache, &config.listeners));
-        State::assemble(config, cache.transpose(), log, self.tz.clone())
+        let tz = self.tz.clone();
+        State::assemble(config, cache.transpose(), log, tz, Some(&self.upstreams))
     }
 
     /// What `new` and `reloaded` share: the origin side and authenticator of `config`.
@@ -79,6 +81,7 @@ impl State {
         cache: Result<Option<Cache>, String>,
         log: AccessLog,
         tz: sepia_access::TimeZone,
+        previous: Option<&Upstreams>,
     ) -> io::Result<State> {
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let cache = cache.map_err(|e| invalid(format!("cache configuration: {e}")))?;
@@ -92,7 +95,7 @@ impl State {
         Ok(State {
             auth,
             cache,
-            upstreams: Upstreams::new(config.clone(), via)?,
+            upstreams: Upstreams::new(config.clone(), via, previous)?,
             log,
             tz,
             metrics: config.admin.is_some(),

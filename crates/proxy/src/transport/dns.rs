@@ -11,6 +11,7 @@ use std::net::{IpAddr, SocketAddr};
 use hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use hickory_resolver::TokioAsyncResolver;
 
+#[derive(Clone)]
 pub struct Resolver {
     inner: TokioAsyncResolver,
 }

@@ -5,12 +5,14 @@
 use std::io;
 
 use bytes::Bytes;
+use sepia_observe::metrics::{self, Stamp};
 
 use super::fetch_error::{AllDown, FetchError};
 use super::h1::exchange::{self, Fetched, OriginRequest, Scratch, Sending};
 use super::h2;
 use super::h2::conns::Reached;
-use super::origins::{Origins, RouteOrigins};
+use super::health::Tally;
+use super::origins::{OriginAddress, Origins, RouteOrigins};
 use super::upstreams::{observed, Upstreams};
 use crate::model::{BodyLength, Downstream, Method, RequestView, Version};
 
@@ -26,7 +28,8 @@ pub async fn fetch<'s, R: RequestView, D: Downstream>(
         .await
         .map_err(FetchError::unreachable)?;
     scratch.head.clear();
-    let host = up.host.or(picked.as_deref()).unwrap_or_default();
+    let authority = picked.map(|o| &o.authority[..]);
+    let host = up.host.or(authority).unwrap_or_default();
     exchange::build_head(&mut scratch.head, ups, &request, host);
     let sending = Sending {
         method: request.req.method(),
@@ -34,12 +37,51 @@ pub async fn fetch<'s, R: RequestView, D: Downstream>(
         // RFC 9112 §6.1: "A server MUST NOT send a response containing Transfer-Encoding
         // unless the corresponding request indicates HTTP/1.1 (or later minor revisions)."
         coded_ok: request.req.version() == Version::Http11,
+        tally: tally_of(picked),
     };
-    match reached {
+    let timer = Timer::start(ups, &up.origins);
+    let fetched = match reached {
         Reached::H1(origin) => exchange::exchange(ups, origin, sending, client, scratch).await,
         // Boxed: the h2 exchange's state stays out of every HTTP/1.1 request's future.
         Reached::H2(stream) => {
             Box::pin(h2::exchange::fetch(ups, stream, sending, client, scratch)).await
+        }
+    };
+    timer.stop(&fetched);
+    fetched
+}
+
+fn tally_of(picked: Option<&OriginAddress>) -> Tally<'_> {
+    picked.map_or(Tally::Direct, |o| Tally::Origin(&o.status))
+}
+
+/// Times an exchange for `sepia_origin_latency_seconds`, when the admin listener counts: from
+/// the request's sending to its response head (an upload of request content included).
+struct Timer<'a> {
+    started: Option<(Stamp, Option<&'a RouteOrigins>)>,
+}
+
+impl<'a> Timer<'a> {
+    fn start(ups: &Upstreams, origins: &Origins<'a>) -> Timer<'a> {
+        let route = match origins {
+            Origins::Route(r) => Some(*r),
+            _ => None,
+        };
+        let counting = ups.config.admin.is_some();
+        Timer {
+            started: counting.then(|| (Stamp::now(), route)),
+        }
+    }
+
+    /// Counts an exchange that got a response head.
+    fn stop<T>(self, fetched: &Result<T, FetchError>) {
+        let (Some((start, route)), Ok(_)) = (self.started, fetched) else {
+            return;
+        };
+        let micros = Stamp::now().micros_since(start);
+        match route {
+            Some(r) => r.latency.observe(micros),
+            None => metrics::origin_latency(micros),
         }
     }
 }
@@ -52,7 +94,7 @@ pub async fn fetch_prepared<'s>(
     client: &mut impl Downstream,
     scratch: &'s mut Scratch,
 ) -> Result<Fetched<'s>, FetchError> {
-    let (reached, _) = reach(ups, origins).await.map_err(FetchError::unreachable)?;
+    let (reached, picked) = reach(ups, origins).await.map_err(FetchError::unreachable)?;
     scratch.head.clear();
     scratch.head.extend_from_slice(head);
     let sending = Sending {
@@ -61,18 +103,26 @@ pub async fn fetch_prepared<'s>(
         // Nobody receives it: a background revalidation only stores, which a transfer-coded
         // body never is (`end_is_certain`).
         coded_ok: true,
+        tally: tally_of(picked),
     };
-    match reached {
+    let timer = Timer::start(ups, origins);
+    let fetched = match reached {
         Reached::H1(origin) => exchange::exchange(ups, origin, sending, client, scratch).await,
         Reached::H2(stream) => {
             Box::pin(h2::exchange::fetch(ups, stream, sending, client, scratch)).await
         }
-    }
+    };
+    timer.stop(&fetched);
+    fetched
 }
 
 /// Where a request goes: a connection from [`Upstreams::obtain`], or for a route with
-/// `http2` a stream of a shared HTTP/2 connection where the origin speaks h2.
-pub async fn reach(ups: &Upstreams, origins: &Origins<'_>) -> io::Result<(Reached, Option<Bytes>)> {
+/// `http2` a stream of a shared HTTP/2 connection where the origin speaks h2; with the
+/// route's origin reached.
+pub async fn reach<'o>(
+    ups: &Upstreams,
+    origins: &Origins<'o>,
+) -> io::Result<(Reached, Option<&'o OriginAddress>)> {
     match origins {
         // Boxed: the h2 connection set's state stays out of HTTP/1.1 requests' futures.
         Origins::Route(route) if route.http2 => Box::pin(reach_http2(ups, route)).await,
@@ -84,28 +134,28 @@ pub async fn reach(ups: &Upstreams, origins: &Origins<'_>) -> io::Result<(Reache
 }
 
 /// [`Upstreams::obtain`] for an `http2` route: the same failover, through the h2 set.
-async fn reach_http2(
+async fn reach_http2<'o>(
     ups: &Upstreams,
-    route: &RouteOrigins,
-) -> io::Result<(Reached, Option<Bytes>)> {
+    route: &'o RouteOrigins,
+) -> io::Result<(Reached, Option<&'o OriginAddress>)> {
     let n = route.origins.len();
     let start = route.start();
     let mut last = None;
     for i in 0..n {
         let origin = &route.origins[(start + i) % n];
-        if !origin.health.usable(route.health.down_for) {
+        if !origin.status.health.usable(route.health.down_for) {
             continue;
         }
         let reached = match origin.addrs(&ups.resolver).await {
             Ok(addrs) => {
-                ups.h2
-                    .reach(&ups.pool, addrs.as_slice(), origin.tls.as_ref())
-                    .await
+                let tally = Tally::Origin(&origin.status);
+                let tls = origin.tls.as_ref();
+                ups.h2.reach(&ups.pool, addrs.as_slice(), tls, tally).await
             }
             Err(e) => Err(e),
         };
         match observed(route, origin, reached) {
-            Ok(r) => return Ok((r, Some(origin.authority.clone()))),
+            Ok(r) => return Ok((r, Some(origin))),
             Err(e) => last = Some(e),
         }
     }

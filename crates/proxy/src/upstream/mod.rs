@@ -4,6 +4,8 @@
 //! TLS (`tls`), and `h2` for routes with `http2 = true` (HTTP/2 picked by ALPN, or h2c with
 //! prior knowledge), whose connections are shared by many requests at once.
 
+mod checks;
+mod clock;
 mod fetch;
 mod fetch_error;
 mod h1;
@@ -18,6 +20,7 @@ mod upstreams;
 pub use fetch::{fetch, fetch_prepared};
 pub use fetch_error::FetchError;
 pub use h1::exchange::{prepare, Fetched, OriginRequest, Scratch};
+pub use health::{CheckResult, Tally};
 pub use origins::{Origins, OwnedOrigins};
 pub use request::{Conditionals, RangeAsk, Upstream};
 pub use tls::TlsClients;

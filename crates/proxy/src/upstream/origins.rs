@@ -4,11 +4,13 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use sepia_config::{OriginAddr, OriginHealth, Route};
+use sepia_config::{HostMatch, OriginAddr, OriginHealth, Route};
+use sepia_observe::metrics::SharedHistogram;
 
-use super::health::Health;
+use super::health::OriginStatus;
 use super::tls::{TlsClients, TlsTarget};
 use crate::transport::dns::Resolver;
 use crate::transport::intercept::Diverted;
@@ -46,20 +48,67 @@ pub struct RouteOrigins {
     pub http2: bool,
     /// `[route.health]`: when its origins are marked down, and for how long.
     pub health: OriginHealth,
+    /// The route's host pattern as metrics label it (`www.example.com`, `*.example.com`, `*`).
+    pub label: String,
+    /// From a request sent to its origin's response head (`sepia_origin_latency_seconds`);
+    /// kept across reloads while the route's host is configured.
+    pub latency: Arc<SharedHistogram>,
+}
+
+/// What a new [`RouteOrigins`] takes over from the one it replaces in a reload: its latency
+/// histogram and its origins' status, found by route label and origin name.
+pub trait Previous {
+    fn latency(&self, label: &str) -> Option<Arc<SharedHistogram>>;
+    fn status(&self, label: &str, origin: &str) -> Option<Arc<OriginStatus>>;
+}
+
+impl Previous for [RouteOrigins] {
+    fn latency(&self, label: &str) -> Option<Arc<SharedHistogram>> {
+        let route = self.iter().find(|r| r.label == label)?;
+        Some(route.latency.clone())
+    }
+
+    fn status(&self, label: &str, origin: &str) -> Option<Arc<OriginStatus>> {
+        let route = self.iter().find(|r| r.label == label)?;
+        let origin = route.origins.iter().find(|o| o.name() == origin)?;
+        Some(origin.status.clone())
+    }
+}
+
+/// A route's host pattern as metrics and logs name it.
+pub fn route_label(host: &HostMatch) -> String {
+    match host {
+        HostMatch::Exact(h) => h.clone(),
+        HostMatch::Suffix(s) => format!("*{s}"),
+        HostMatch::Any => "*".to_owned(),
+    }
 }
 
 impl RouteOrigins {
-    /// Route `index`'s origins, with the TLS client of its https ones.
-    pub fn new(index: usize, route: &Route, tls: &TlsClients) -> io::Result<RouteOrigins> {
+    /// Route `index`'s origins, with the TLS client of its https ones, taking over the status
+    /// of the origins `previous` had under the same route host.
+    pub fn new(
+        index: usize,
+        route: &Route,
+        tls: &TlsClients,
+        previous: &[RouteOrigins],
+    ) -> io::Result<RouteOrigins> {
+        let label = route_label(&route.host);
         let origins = route.origins.iter().map(|o| {
             let target = tls.for_route_origin(index, route, o)?;
-            Ok(OriginAddress::new(o, target))
+            let mut origin = OriginAddress::new(o, target);
+            if let Some(status) = previous.status(&label, &origin.name()) {
+                origin.status = status;
+            }
+            Ok(origin)
         });
         Ok(RouteOrigins {
             next: AtomicUsize::new(0),
             origins: origins.collect::<io::Result<_>>()?,
             http2: route.http2,
-            health: route.health,
+            health: route.health.clone(),
+            latency: previous.latency(&label).unwrap_or_default(),
+            label,
         })
     }
 
@@ -70,6 +119,7 @@ impl RouteOrigins {
 }
 
 /// One origin of a route.
+#[derive(Clone)]
 pub struct OriginAddress {
     /// "host:port" as sent in Host when the route says `host_header = "origin"`.
     pub authority: Bytes,
@@ -79,8 +129,8 @@ pub struct OriginAddress {
     literal: Option<SocketAddr>,
     /// Set for an `https://` origin.
     pub tls: Option<TlsTarget>,
-    /// Passive health: skipped for a while after consecutive failures.
-    pub health: Health,
+    /// Its health (skipped while down) and counts.
+    pub status: Arc<OriginStatus>,
 }
 
 impl OriginAddress {
@@ -92,7 +142,7 @@ impl OriginAddress {
             host: o.host.clone(),
             port: o.port,
             tls,
-            health: Health::default(),
+            status: Arc::default(),
         }
     }
 

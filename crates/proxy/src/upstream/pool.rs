@@ -11,13 +11,15 @@
 //! that address too: the origin sees it as the client's own connection, so only requests of
 //! the same client may ever travel on it.
 
-use sepia_observe::metrics::{self, OriginEvent};
+use sepia_observe::metrics::OriginEvent;
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use super::clock::coarse_now;
+use super::health::Tally;
 use super::tls::TlsTarget;
 use crate::transport::tls::client;
 use crate::transport::Conn;
@@ -108,14 +110,6 @@ struct Idle {
     since: Duration,
 }
 
-/// The monotonic clock at the kernel's tick resolution (a few milliseconds): a plain memory
-/// read in the vDSO, where the precise clock reads and scales the TSC. Idle timeouts are
-/// seconds; every pooled exchange read the clock twice.
-pub(super) fn coarse_now() -> Duration {
-    use nix::time::{clock_gettime, ClockId};
-    clock_gettime(ClockId::CLOCK_MONOTONIC_COARSE).map_or(Duration::ZERO, Duration::from)
-}
-
 /// The pool itself. Cheap to share (`Arc<Pool>`); a sweeper task closes expired connections.
 pub struct Pool {
     idle: Mutex<HashMap<OriginKey, Vec<Idle>, PoolHasher>>,
@@ -167,25 +161,19 @@ impl Pool {
 
     /// Opens a new connection to the first of `addrs` that accepts (and completes the TLS
     /// handshake, with `tls`) within the connect timeout, from the (non-local) client address
-    /// `source` when given (TPROXY's `spoof_client`).
+    /// `source` when given (TPROXY's `spoof_client`); each attempt counted in `tally`.
     pub async fn connect(
         &self,
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<OriginConn> {
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
         for &addr in addrs {
-            let limit = self.connect_timeout;
-            let connected = match tls {
-                None => Conn::connect(addr, source, limit).await,
-                // Boxed: the handshake's state (rustls' over a kilobyte) would otherwise
-                // enlarge every request's future, plain ones included.
-                Some(t) => Box::pin(client::connect(addr, source, limit, &t.config, &t.name)).await,
-            };
-            match connected {
+            match open(addr, source, self.connect_timeout, tls).await {
                 Ok(conn) => {
-                    metrics::origin(OriginEvent::Opened);
+                    tally.count(OriginEvent::Opened);
                     return Ok(OriginConn {
                         conn,
                         key: OriginKey::new(addr, source, tls),
@@ -193,7 +181,7 @@ impl Pool {
                     });
                 }
                 Err(e) => {
-                    metrics::origin(OriginEvent::Failed);
+                    tally.count(OriginEvent::Failed);
                     last = e;
                 }
             }
@@ -208,14 +196,15 @@ impl Pool {
         addrs: &[SocketAddr],
         source: Option<IpAddr>,
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<OriginConn> {
         for &addr in addrs {
             if let Some(conn) = self.checkout(&OriginKey::new(addr, source, tls)) {
-                metrics::origin(OriginEvent::Reused);
+                tally.count(OriginEvent::Reused);
                 return Ok(conn);
             }
         }
-        self.connect(addrs, source, tls).await
+        self.connect(addrs, source, tls, tally).await
     }
 
     /// Number of idle connections held.
@@ -232,6 +221,22 @@ impl Pool {
             list.retain(|c| now.saturating_sub(c.since) < self.idle_timeout);
             !list.is_empty()
         });
+    }
+}
+
+/// A new connection to `addr` (and its TLS handshake, with `tls`) within `limit`, from the
+/// (non-local) client address `source` when given: what the pool and the health checks open.
+pub(super) async fn open(
+    addr: SocketAddr,
+    source: Option<IpAddr>,
+    limit: Duration,
+    tls: Option<&TlsTarget>,
+) -> io::Result<Conn> {
+    match tls {
+        None => Conn::connect(addr, source, limit).await,
+        // Boxed: the handshake's state (rustls' over a kilobyte) would otherwise enlarge
+        // every request's future, plain ones included.
+        Some(t) => Box::pin(client::connect(addr, source, limit, &t.config, &t.name)).await,
     }
 }
 
@@ -262,13 +267,13 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
 
-        let conn = pool.get(&[addr], None, None).await.unwrap();
+        let conn = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         assert!(!conn.reused);
         let (mut server_side, _) = listener.accept().await.unwrap();
         pool.checkin(conn);
         assert_eq!(pool.idle_count(), 1);
 
-        let again = pool.get(&[addr], None, None).await.unwrap();
+        let again = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         assert!(again.reused, "the idle connection is handed out again");
         pool.checkin(again);
 
@@ -276,7 +281,7 @@ mod tests {
         server_side.shutdown().await.unwrap();
         drop(server_side);
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let fresh = pool.get(&[addr], None, None).await.unwrap();
+        let fresh = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         assert!(!fresh.reused);
     }
 
@@ -285,7 +290,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_millis(100), Duration::from_secs(1));
-        let conn = pool.get(&[addr], None, None).await.unwrap();
+        let conn = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         let _server_side = listener.accept().await.unwrap();
         pool.checkin(conn);
         tokio::time::sleep(Duration::from_millis(700)).await;
@@ -302,9 +307,15 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let live = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let conn = pool.connect(&[dead, live], None, None).await.unwrap();
+        let conn = pool
+            .connect(&[dead, live], None, None, Tally::Direct)
+            .await
+            .unwrap();
         assert_eq!(conn.addr(), live);
-        assert!(pool.connect(&[dead], None, None).await.is_err());
+        assert!(pool
+            .connect(&[dead], None, None, Tally::Direct)
+            .await
+            .is_err());
     }
 
     #[tokio::test]
@@ -312,7 +323,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let mine = pool.get(&[addr], None, None).await.unwrap();
+        let mine = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         let _accepted = listener.accept().await.unwrap();
         pool.checkin(mine);
         // A connection opened from a client's address is pooled under that address only.
@@ -341,7 +352,7 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let pool = Pool::start(Duration::from_secs(60), Duration::from_secs(1));
-        let plain = pool.get(&[addr], None, None).await.unwrap();
+        let plain = pool.get(&[addr], None, None, Tally::Direct).await.unwrap();
         let _accepted = listener.accept().await.unwrap();
         pool.checkin(plain);
         let verified = OriginKey {

@@ -4,10 +4,13 @@ use std::io;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sepia_config::{Config, HostMatch};
+use sepia_config::Config;
+use sepia_observe::metrics::Histogram;
 
+use super::checks::Checkers;
 use super::fetch_error::AllDown;
 use super::h2::conns::H2Conns;
+use super::health::{OriginStatus, Tally};
 use super::origins::{OriginAddress, Origins, OwnedOrigins, RouteOrigins};
 use super::pool::{OriginConn, OriginKey, Pool};
 use super::tls::TlsClients;
@@ -26,16 +29,25 @@ pub struct Upstreams {
     pub tls: TlsClients,
     /// The Via value Sepia adds: "1.1 <pseudonym>" (RFC 9110 §7.6.3).
     pub via: Bytes,
+    /// The active health checks of the routes that set `interval` (see [`Upstreams::start_checks`]).
+    checkers: Checkers,
 }
 
 impl Upstreams {
     /// Must run inside the tokio runtime (the pool starts its sweeper task). Fails when a
-    /// route's `tls_ca` cannot be used (the error names the route and the file).
-    pub fn new(config: Arc<Config>, via: Bytes) -> io::Result<Upstreams> {
+    /// route's `tls_ca` cannot be used (the error names the route and the file). After a
+    /// reload, `previous` is the origin side replaced: the health and counts of the origins
+    /// still configured under the same route host carry over.
+    pub fn new(
+        config: Arc<Config>,
+        via: Bytes,
+        previous: Option<&Upstreams>,
+    ) -> io::Result<Upstreams> {
         let tls = TlsClients::from_config(&config)?;
+        let before = previous.map_or(&[][..], |p| &p.routes[..]);
         let routes = config.routes.iter().enumerate();
         let routes = routes
-            .map(|(i, route)| RouteOrigins::new(i, route, &tls))
+            .map(|(i, route)| RouteOrigins::new(i, route, &tls, before))
             .collect::<io::Result<_>>()?;
         Ok(Upstreams {
             pool: Pool::start(config.timeouts.origin_idle, config.timeouts.connect),
@@ -45,7 +57,17 @@ impl Upstreams {
             tls,
             via,
             config,
+            checkers: Checkers::default(),
         })
+    }
+
+    /// Starts the active health checks, taking over those of `previous` (the origin side a
+    /// reload replaces) that are unchanged and stopping the rest. Call once, when this origin
+    /// side starts serving: nothing can fail.
+    pub fn start_checks(&self, previous: Option<&Upstreams>) {
+        let previous = previous.map(|p| &p.checkers);
+        self.checkers
+            .start(&self.config, &self.routes, &self.resolver, previous);
     }
 
     /// The origins `owned` stands for.
@@ -75,16 +97,23 @@ impl Upstreams {
     }
 
     /// A connection to the route's next origin (failing over on connect errors) or to the
-    /// host, with the authority of the route's origin it reached (for `host_header = "origin"`).
-    pub async fn obtain(&self, origins: &Origins<'_>) -> io::Result<(OriginConn, Option<Bytes>)> {
+    /// host, with the route's origin it reached (its authority for `host_header = "origin"`,
+    /// its counters).
+    pub async fn obtain<'o>(
+        &self,
+        origins: &Origins<'o>,
+    ) -> io::Result<(OriginConn, Option<&'o OriginAddress>)> {
         match origins {
             Origins::Host { host, port, tls } => {
                 let tls = tls.then(|| self.tls.for_host(host)).transpose()?;
                 let addrs = self.resolver.resolve(host, *port).await?;
-                Ok((self.pool.get(&addrs, None, tls.as_ref()).await?, None))
+                let conn = self.pool.get(&addrs, None, tls.as_ref(), Tally::Direct);
+                Ok((conn.await?, None))
             }
             Origins::Diverted(d) => {
-                let conn = self.pool.get(&[d.dst], d.spoof_from, None).await?;
+                let dst = [d.dst];
+                let conn = self.pool.get(&dst, d.spoof_from, None, Tally::Direct);
+                let conn = conn.await?;
                 Ok((conn, None))
             }
             Origins::Route(route) => {
@@ -95,19 +124,19 @@ impl Upstreams {
                 let mut last = None;
                 for i in 0..n {
                     let origin = &route.origins[(start + i) % n];
-                    if !origin.health.usable(route.health.down_for) {
+                    if !origin.status.health.usable(route.health.down_for) {
                         continue;
                     }
                     let conn = match origin.addrs(&self.resolver).await {
                         Ok(addrs) => {
-                            self.pool
-                                .get(addrs.as_slice(), None, origin.tls.as_ref())
-                                .await
+                            let tally = Tally::Origin(&origin.status);
+                            let tls = origin.tls.as_ref();
+                            self.pool.get(addrs.as_slice(), None, tls, tally).await
                         }
                         Err(e) => Err(e),
                     };
                     match observed(route, origin, conn) {
-                        Ok(c) => return Ok((c, Some(origin.authority.clone()))),
+                        Ok(c) => return Ok((c, Some(origin))),
                         Err(e) => last = Some(e),
                     }
                 }
@@ -116,32 +145,35 @@ impl Upstreams {
         }
     }
 
-    /// Every route origin's passive health: (route's host pattern, origin "host:port", up),
+    /// Every route origin's health: (route's host pattern, origin "host:port", its status),
     /// for the admin listener.
-    pub fn origin_health(&self) -> Vec<(String, String, bool)> {
-        let routes = self.config.routes.iter().zip(&self.routes);
-        let all = routes.flat_map(|(route, origins)| {
-            let host = match &route.host {
-                HostMatch::Exact(h) => h.clone(),
-                HostMatch::Suffix(s) => format!("*{s}"),
-                HostMatch::Any => "*".to_owned(),
-            };
-            let origins = origins.origins.iter();
-            origins.map(move |o| (host.clone(), o.name(), o.health.is_up()))
+    pub fn origin_status(&self) -> Vec<(String, String, Arc<OriginStatus>)> {
+        let all = self.routes.iter().flat_map(|route| {
+            let origins = route.origins.iter();
+            origins.map(|o| (route.label.clone(), o.name(), o.status.clone()))
         });
+        all.collect()
+    }
+
+    /// Every route's origin latency: (route's host pattern, histogram), for the admin listener.
+    pub fn route_latency(&self) -> Vec<(String, Histogram)> {
+        let all = self
+            .routes
+            .iter()
+            .map(|r| (r.label.clone(), r.latency.read()));
         all.collect()
     }
 
     /// A new connection made like `key`'s (the same address, source and TLS): the one retry
     /// of a request that a reused connection failed (RFC 9112 §9.3.1).
-    pub async fn reconnect(&self, key: &OriginKey) -> io::Result<OriginConn> {
+    pub async fn reconnect(&self, key: &OriginKey, tally: Tally<'_>) -> io::Result<OriginConn> {
         let tls = match &key.server_name {
             None => None,
             Some(name) => Some(self.tls.target(key.tls_client, name)?),
         };
         let conn = self
             .pool
-            .connect(&[key.addr], key.source, tls.as_ref())
+            .connect(&[key.addr], key.source, tls.as_ref(), tally)
             .await?;
         // An `http2` route's origin that declined h2 may pick it this time (RFC 9113 §3.2):
         // that connection cannot carry this HTTP/1.1 request.
@@ -163,13 +195,13 @@ pub(super) fn observed<T>(
 ) -> io::Result<T> {
     match &result {
         Ok(_) => {
-            if origin.health.succeeded() {
+            if origin.status.health.succeeded() {
                 tracing::info!(origin = %origin.name(), "origin is up again");
             }
         }
         Err(e) => {
-            let h = route.health;
-            if origin.health.failed(h.fail_after, h.down_for) {
+            let h = &route.health;
+            if origin.status.health.failed(h.fail_after, h.down_for) {
                 tracing::warn!(
                     origin = %origin.name(),
                     "origin marked down for {:?} after {} consecutive failures: {e}",

@@ -29,6 +29,7 @@ use sepia_http1::{
 };
 
 use crate::h1::body::BodyOut;
+use crate::h1::fields::put_run;
 use crate::model::{is_hop, BodyLength, FieldView, HeaderId, Method, ResponseView};
 
 /// What the head says besides the origin's response.
@@ -97,16 +98,20 @@ pub fn interim(out: &mut BytesMut, resp: &impl ResponseView) {
 }
 
 /// The origin's fields except the hop-by-hop ones and its Content-Length (Sepia writes the
-/// framing it sends).
+/// framing it sends). Each run of passed lines is copied at once when it arrived in the form
+/// `put_header` writes (one copy instead of four appends per line); the bytes are the same.
 fn put_passed_fields(out: &mut BytesMut, resp: &impl ResponseView) {
     let fields = resp.fields();
     let connection = fields.connection_names();
-    for f in fields.each() {
+    let mut run = 0..0;
+    for (i, f) in fields.each().enumerate() {
         if is_hop(f, &connection) || f.id == HeaderId::ContentLength {
-            continue;
+            put_run(out, &fields, std::mem::replace(&mut run, i + 1..i + 1));
+        } else {
+            run.end = i + 1;
         }
-        put_header(out, f.name, f.value);
     }
+    put_run(out, &fields, run);
 }
 
 #[cfg(test)]
@@ -131,6 +136,24 @@ mod tests {
         };
         build(&mut head, &resp, &framed);
         String::from_utf8(head.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn passed_lines_are_written_alike_whether_copied_in_runs_or_one_by_one() {
+        // Runs broken by dropped lines (Connection, what it names, Content-Length) and by
+        // lines not in the written form (extra spaces, an empty value), in any order.
+        let h = client_head(
+            "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nConnection: x-hop\r\nC:   3  \r\n\
+             D: 4\r\nX-Hop: y\r\nE:\r\nF: 6\r\nContent-Length: 0\r\nG: 7\r\n\r\n",
+            Method::Get,
+            Version::Http11,
+            true,
+        );
+        assert_eq!(
+            h,
+            "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: \r\nF: 6\r\nG: 7\r\n\
+             Via: 1.1 sepia\r\nCache-Status: sepia; hit\r\nContent-Length: 0\r\n\r\n"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use sepia_http1::{Limits, ParseError, RequestDecoder, RequestHead};
+use sepia_observe::metrics::IdleMark;
 
 use super::client_io::ClientIo;
 use super::exchange::H1Exchange;
@@ -168,7 +169,10 @@ async fn read_head(
                         t.client_idle,
                         idle.as_mut(),
                     );
-                    waiting.await
+                    let idle_mark = state.metrics.then(IdleMark::enter);
+                    let waited = waiting.await;
+                    drop(idle_mark);
+                    waited
                 }
             };
             match waited {

@@ -23,6 +23,7 @@ use crate::model::{
 use crate::transport::io::{read_by_deadline, write_parts_within};
 use crate::upstream::fetch_error::FetchError;
 use crate::upstream::h2::body::H2Body;
+use crate::upstream::health::Tally;
 use crate::upstream::pool::OriginConn;
 use crate::upstream::request::{Conditionals, Upstream};
 use crate::upstream::upstreams::Upstreams;
@@ -89,15 +90,17 @@ pub(in crate::upstream) fn build_head<R: RequestView>(
 
 /// What the request sent on an exchange is, for the retry and framing decisions.
 #[derive(Clone, Copy)]
-pub(in crate::upstream) struct Sending {
+pub(in crate::upstream) struct Sending<'o> {
     pub method: Method,
     pub body: BodyLength,
     /// Whoever the response goes to can receive a body under a transfer coding other than
     /// chunked, with the Transfer-Encoding that names it: an HTTP/1.1 client.
     pub coded_ok: bool,
+    /// Where the connection the retry opens is counted.
+    pub tally: Tally<'o>,
 }
 
-impl Sending {
+impl Sending<'_> {
     /// Only a request that can be sent again may be retried (RFC 9112 §9.3.1): idempotent,
     /// and with no content already consumed from the client.
     pub fn retryable(self) -> bool {
@@ -111,7 +114,7 @@ impl Sending {
 pub(in crate::upstream) async fn exchange<'s>(
     ups: &'s Upstreams,
     mut origin: OriginConn,
-    sending: Sending,
+    sending: Sending<'_>,
     client: &mut impl Downstream,
     scratch: &'s mut Scratch,
 ) -> Result<Fetched<'s>, FetchError> {
@@ -130,7 +133,7 @@ pub(in crate::upstream) async fn exchange<'s>(
                 retried = true;
                 obuf.clear();
                 origin = ups
-                    .reconnect(&origin.key)
+                    .reconnect(&origin.key, sending.tally)
                     .await
                     .map_err(FetchError::unreachable)?;
             }
@@ -152,7 +155,7 @@ pub(in crate::upstream) async fn exchange<'s>(
 fn fetched<'s>(
     ups: &'s Upstreams,
     origin: OriginConn,
-    sending: Sending,
+    sending: Sending<'_>,
     obuf: &'s mut BytesMut,
     resp: &'s ResponseHead,
 ) -> Result<Fetched<'s>, FetchError> {

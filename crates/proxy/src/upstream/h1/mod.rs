@@ -3,4 +3,5 @@
 
 pub mod exchange;
 pub mod for_h2;
+pub mod probe;
 mod request_head;

@@ -8,6 +8,7 @@ use bytes::BytesMut;
 use sepia_config::{HeaderPolicy, XForwardedFor};
 use sepia_http1::{end_head, put_header, put_header_u64, put_request_line, Version};
 
+use crate::h1::fields::put_run;
 use crate::model::{
     is_hop, BodyLength, ClientInfo, Field, FieldView, HeaderId, RequestView, Scheme,
 };
@@ -55,38 +56,54 @@ pub fn build(out: &mut BytesMut, req: &impl RequestView, parts: &HeadParts<'_>) 
     end_head(out);
 }
 
-/// Copies the client's fields that go on; returns whether X-Forwarded-For was written.
+/// Copies the client's fields that go on; returns whether X-Forwarded-For was written. Lines
+/// copied unchanged are written a run of adjacent ones at a time ([`put_run`]).
 fn put_received_fields(out: &mut BytesMut, fields: &impl FieldView, parts: &HeadParts<'_>) -> bool {
     let connection = fields.connection_names();
     let mut xff_written = false;
-    for f in fields.each() {
-        if is_hop(f, &connection) || (parts.cond.strip && is_conditional(f.id)) {
+    let mut run = 0..0;
+    for (i, f) in fields.each().enumerate() {
+        if copied_unchanged(f, &connection, parts) {
+            run.end = i + 1;
             continue;
         }
-        let replaced_range = matches!(f.id, HeaderId::Range | HeaderId::IfRange);
-        if replaced_range && parts.cond.range.is_some() {
-            continue;
-        }
-        match f.id {
-            // Sepia writes these itself; Expect is answered by Sepia (100 Continue) and
-            // Proxy-Authorization is meant for this proxy, never for the origin (RFC 9110 §11.7.2).
-            HeaderId::Host
-            | HeaderId::ContentLength
-            | HeaderId::Expect
-            | HeaderId::ProxyAuthorization => {}
-            HeaderId::XForwardedFor => match parts.policy.x_forwarded_for {
-                XForwardedFor::Off => put_header(out, f.name, f.value),
-                XForwardedFor::Replace => {}
-                XForwardedFor::Append if !xff_written => {
-                    put_appended_xff(out, fields.each(), &parts.client.ip_text);
-                    xff_written = true;
-                }
-                XForwardedFor::Append => {}
-            },
-            _ => put_header(out, f.name, f.value),
+        put_run(out, fields, std::mem::replace(&mut run, i + 1..i + 1));
+        if f.id == HeaderId::XForwardedFor
+            && parts.policy.x_forwarded_for == XForwardedFor::Append
+            && !xff_written
+            && !is_hop(f, &connection)
+        {
+            put_appended_xff(out, fields.each(), &parts.client.ip_text);
+            xff_written = true;
         }
     }
+    put_run(out, fields, run);
     xff_written
+}
+
+/// Whether the client's field `f` goes to the origin as it came.
+fn copied_unchanged(
+    f: Field<'_>,
+    connection: &impl Fn(&[u8]) -> bool,
+    parts: &HeadParts<'_>,
+) -> bool {
+    if is_hop(f, connection) || (parts.cond.strip && is_conditional(f.id)) {
+        return false;
+    }
+    let replaced_range = matches!(f.id, HeaderId::Range | HeaderId::IfRange);
+    if replaced_range && parts.cond.range.is_some() {
+        return false;
+    }
+    match f.id {
+        // Sepia writes these itself; Expect is answered by Sepia (100 Continue) and
+        // Proxy-Authorization is meant for this proxy, never for the origin (RFC 9110 §11.7.2).
+        HeaderId::Host
+        | HeaderId::ContentLength
+        | HeaderId::Expect
+        | HeaderId::ProxyAuthorization => false,
+        HeaderId::XForwardedFor => parts.policy.x_forwarded_for == XForwardedFor::Off,
+        _ => true,
+    }
 }
 
 /// Every received X-Forwarded-For line joined into one, with the client appended last.
@@ -249,6 +266,24 @@ mod tests {
         assert!(head.contains("Via: 1.1 sepia\r\n"));
         assert!(head.contains("Content-Length: 3\r\n"));
         assert!(head.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn passed_lines_are_written_alike_whether_copied_in_runs_or_one_by_one() {
+        // Runs broken by lines Sepia drops or writes itself, and by lines not in the written
+        // form (extra spaces, an empty value).
+        let head = origin_head(
+            "GET /p HTTP/1.1\r\nA: 1\r\nHost: a\r\nB: 2\r\nC: 3\r\nX-Forwarded-For: 10.0.0.1\r\n\
+             D:   4 \r\nE:\r\nConnection: x-hop\r\nX-Hop: 1\r\nF: 6\r\nG: 7\r\n\r\n",
+            XForwardedFor::Append,
+            false,
+        );
+        assert_eq!(
+            head,
+            "GET /p HTTP/1.1\r\nHost: origin:80\r\nA: 1\r\nB: 2\r\nC: 3\r\n\
+             X-Forwarded-For: 10.0.0.1, 192.0.2.7\r\nD: 4\r\nE: \r\nF: 6\r\nG: 7\r\n\
+             Via: 1.1 sepia\r\n\r\n"
+        );
     }
 
     #[test]

@@ -23,8 +23,11 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 
 use crate::transport::Conn;
-use crate::upstream::pool::{coarse_now, OriginConn, OriginKey, Pool, PoolHasher, Protocol};
+use crate::upstream::clock::coarse_now;
+use crate::upstream::health::Tally;
+use crate::upstream::pool::{OriginConn, OriginKey, Pool, PoolHasher, Protocol};
 use crate::upstream::tls::TlsTarget;
+use sepia_observe::metrics::OriginEvent;
 
 /// HTTP/2 connections kept per origin key.
 const MAX_CONNS_PER_ORIGIN: usize = 4;
@@ -130,10 +133,15 @@ impl AtHand {
         pool: &Pool,
         addrs: &[SocketAddr],
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<Reached> {
         match self {
-            AtHand::Reached(r) => Ok(r),
-            AtHand::OpenH1 => conns.open(pool, addrs, tls).await,
+            // A stream of a shared connection, or a pooled HTTP/1.1 one: a connection reused.
+            AtHand::Reached(r) => {
+                tally.count(OriginEvent::Reused);
+                Ok(r)
+            }
+            AtHand::OpenH1 => conns.open(pool, addrs, tls, tally).await,
         }
     }
 }
@@ -174,9 +182,10 @@ impl H2Conns {
         pool: &Pool,
         addrs: &[SocketAddr],
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<Reached> {
         if let Some(reached) = self.at_hand(pool, addrs, tls) {
-            return reached.resolve(self, pool, addrs, tls).await;
+            return reached.resolve(self, pool, addrs, tls, tally).await;
         }
         let Some(&first) = addrs.first() else {
             return Err(io::Error::new(io::ErrorKind::NotFound, "no address"));
@@ -187,9 +196,9 @@ impl H2Conns {
         // that the origin declines h2.
         if let Some(reached) = self.at_hand(pool, addrs, tls) {
             drop(turn);
-            return reached.resolve(self, pool, addrs, tls).await;
+            return reached.resolve(self, pool, addrs, tls, tally).await;
         }
-        self.open(pool, addrs, tls).await
+        self.open(pool, addrs, tls, tally).await
     }
 
     /// What the pools hold for one of `addrs` without opening anything.
@@ -221,8 +230,9 @@ impl H2Conns {
         pool: &Pool,
         key: &OriginKey,
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<Reached> {
-        self.open(pool, &[key.addr], tls).await
+        self.open(pool, &[key.addr], tls, tally).await
     }
 
     /// Opens a connection; an h2 one joins the set.
@@ -231,8 +241,9 @@ impl H2Conns {
         pool: &Pool,
         addrs: &[SocketAddr],
         tls: Option<&TlsTarget>,
+        tally: Tally<'_>,
     ) -> io::Result<Reached> {
-        let origin = pool.connect(addrs, None, tls).await?;
+        let origin = pool.connect(addrs, None, tls, tally).await?;
         // RFC 9113 §3.2: the origin picks h2 in ALPN; §3.3: a plain origin the route says
         // speaks h2 gets the connection preface right away (prior knowledge).
         let speaks_h2 = tls.is_none() || origin.conn.alpn() == Some(b"h2");
@@ -392,7 +403,11 @@ mod tests {
     }
 
     async fn stream(conns: &H2Conns, pool: &Pool, addr: SocketAddr) -> H2Stream {
-        match conns.reach(pool, &[addr], None).await.unwrap() {
+        match conns
+            .reach(pool, &[addr], None, Tally::Direct)
+            .await
+            .unwrap()
+        {
             Reached::H2(s) => s,
             Reached::H1(_) => panic!("a plain origin of an http2 route is spoken to in h2c"),
         }

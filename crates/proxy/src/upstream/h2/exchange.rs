@@ -22,6 +22,7 @@ use crate::model::{BodyError, BodyLength, BodyPiece, Downstream};
 use crate::upstream::fetch_error::FetchError;
 use crate::upstream::h1::exchange::{Fetched, Scratch, Sending};
 use crate::upstream::h1::for_h2;
+use crate::upstream::health::Tally;
 use crate::upstream::pool::OriginKey;
 use crate::upstream::upstreams::Upstreams;
 
@@ -39,7 +40,7 @@ enum Failure {
 pub async fn fetch<'s>(
     ups: &'s Upstreams,
     mut stream: H2Stream,
-    sending: Sending,
+    sending: Sending<'_>,
     client: &mut impl Downstream,
     scratch: &'s mut Scratch,
 ) -> Result<Fetched<'s>, FetchError> {
@@ -58,7 +59,7 @@ pub async fn fetch<'s>(
             return Err(FetchError::OriginClosed);
         }
         retried = true;
-        stream = reopen(ups, &stream.conn.key).await?;
+        stream = reopen(ups, &stream.conn.key, sending.tally).await?;
     }
 }
 
@@ -67,7 +68,7 @@ async fn attempt(
     ups: &Upstreams,
     conn: &H2Conn,
     head: &[u8],
-    sending: Sending,
+    sending: Sending<'_>,
     client: &mut impl Downstream,
 ) -> Result<Response<RecvStream>, Failure> {
     let limit = ups.config.timeouts.origin_first_byte;
@@ -107,7 +108,7 @@ async fn attempt(
 }
 
 /// What an h2 error on a request means for it.
-fn classify(conn: &H2Conn, sending: Sending, e: &h2::Error) -> Failure {
+fn classify(conn: &H2Conn, sending: Sending<'_>, e: &h2::Error) -> Failure {
     tracing::debug!(origin = %conn.key.addr, "h2 request to the origin failed: {e}");
     // RFC 9113 §8.7: a refused stream was not processed.
     if e.is_remote() && e.reason() == Some(Reason::REFUSED_STREAM) {
@@ -131,13 +132,17 @@ fn classify(conn: &H2Conn, sending: Sending, e: &h2::Error) -> Failure {
 }
 
 /// A new connection like `key`'s for the one retry (a stream on it, if it still speaks h2).
-async fn reopen(ups: &Upstreams, key: &OriginKey) -> Result<H2Stream, FetchError> {
+async fn reopen(
+    ups: &Upstreams,
+    key: &OriginKey,
+    tally: Tally<'_>,
+) -> Result<H2Stream, FetchError> {
     let unreachable = |e: io::Error| FetchError::Unreachable(e.kind());
     let tls = match &key.server_name {
         None => None,
         Some(name) => Some(ups.tls.target(key.tls_client, name).map_err(unreachable)?),
     };
-    match ups.h2.reopen(&ups.pool, key, tls.as_ref()).await {
+    match ups.h2.reopen(&ups.pool, key, tls.as_ref(), tally).await {
         Ok(Reached::H2(stream)) => Ok(stream),
         Ok(Reached::H1(_)) => Err(FetchError::OriginClosed),
         Err(e) => Err(unreachable(e)),
@@ -199,7 +204,7 @@ async fn send_piece(
 fn fetched<'s>(
     ups: &'s Upstreams,
     stream: H2Stream,
-    sending: Sending,
+    sending: Sending<'_>,
     response: Response<RecvStream>,
     scratch: &'s mut Scratch,
 ) -> Result<Fetched<'s>, FetchError> {
@@ -329,7 +334,7 @@ mod tests {
              [[route]]\nhost = \"*\"\norigins = [\"http://{addr}\"]\nhttp2 = true\n"
         );
         let config = Config::from_toml_str(&text, "t.toml").unwrap();
-        Upstreams::new(Arc::new(config), Bytes::from_static(b"1.1 sepia")).unwrap()
+        Upstreams::new(Arc::new(config), Bytes::from_static(b"1.1 sepia"), None).unwrap()
     }
 
     /// Sends `method /` with `content` to `addr` and reads the whole response.
@@ -339,7 +344,12 @@ mod tests {
         content: Vec<Bytes>,
     ) -> Result<(u16, Vec<u8>, Option<Trailers>), FetchError> {
         let ups = upstreams(addr);
-        let Reached::H2(stream) = ups.h2.reach(&ups.pool, &[addr], None).await.unwrap() else {
+        let Reached::H2(stream) = ups
+            .h2
+            .reach(&ups.pool, &[addr], None, Tally::Direct)
+            .await
+            .unwrap()
+        else {
             panic!("h2c is spoken with prior knowledge");
         };
         let mut scratch = Scratch::default();
@@ -354,6 +364,7 @@ mod tests {
             method,
             body,
             coded_ok: true,
+            tally: Tally::Direct,
         };
         let mut client = Client(content);
         let mut fetched = fetch(&ups, stream, sending, &mut client, &mut scratch).await?;
