@@ -1,7 +1,6 @@
 //! `[route.health]`: passive health (`fail_after`, `down_for`) and active checks (`interval`,
 //! `path`, `expect`, `timeout`, `rise`, `fall`, `host`), checked into an [`OriginHealth`].
 
-use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -26,20 +25,11 @@ pub(crate) struct ExpectValue(String);
 
 impl<'de> Deserialize<'de> for ExpectValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ValueVisitor;
-        impl serde::de::Visitor<'_> for ValueVisitor {
-            type Value = ExpectValue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a status (200) or a range of statuses (\"2xx-3xx\", \"200-299\")")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<ExpectValue, E> {
-                Ok(ExpectValue(text.to_string()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ExpectValue, E> {
-                Ok(ExpectValue(n.to_string()))
-            }
-        }
-        deserializer.deserialize_any(ValueVisitor)
+        crate::raw::text_or_integer(
+            deserializer,
+            "a status (200) or a range of statuses (\"2xx-3xx\", \"200-299\")",
+        )
+        .map(ExpectValue)
     }
 }
 

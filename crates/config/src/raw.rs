@@ -439,21 +439,30 @@ pub(crate) struct AclValue(pub String);
 
 impl<'de> Deserialize<'de> for AclValue {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ValueVisitor;
-        impl serde::de::Visitor<'_> for ValueVisitor {
-            type Value = AclValue;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string (or an integer port)")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<AclValue, E> {
-                Ok(AclValue(text.to_string()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<AclValue, E> {
-                Ok(AclValue(n.to_string()))
-            }
-        }
-        deserializer.deserialize_any(ValueVisitor)
+        text_or_integer(deserializer, "a string (or an integer port)").map(AclValue)
     }
+}
+
+/// A value written as a string or an integer, kept as text (an integer in its decimal form);
+/// `expecting` names what the key takes, for the error.
+pub(crate) fn text_or_integer<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    expecting: &'static str,
+) -> Result<String, D::Error> {
+    struct ValueVisitor(&'static str);
+    impl serde::de::Visitor<'_> for ValueVisitor {
+        type Value = String;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<String, E> {
+            Ok(text.to_string())
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<String, E> {
+            Ok(n.to_string())
+        }
+    }
+    deserializer.deserialize_any(ValueVisitor(expecting))
 }
 
 /// `[[http_access]]`: one ordered allow/deny rule over ACL names (`"!name"` negates).

@@ -90,25 +90,23 @@
 //! and purges are still logged (each disk's writer runs until the store is dropped).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::body_file::BodyFile;
 use crate::config::StoreConfig;
-use crate::disk::{
-    DiskConfig, DiskEngine, DiskRecord, DiskStats, InFile, LockWait, ReadPool, CHUNK,
-};
+use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, LockWait, ReadPool};
 use crate::disk_ghost::DiskGhost;
-use crate::fill::{BodyLength, FillWriter};
 use crate::memory::{EvictHook, MemoryStore};
 use crate::object::{Body, Object};
 use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
+
+mod disk_read;
+use disk_read::{fill_from_disk, play_into, segment_object, SegmentBodies, SegmentTarget};
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -436,11 +434,11 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
         }
-        let on_disk = self
-            .disks
-            .for_key(primary)
-            .filter(|disk| disk.maybe_has(disk.hash(primary)) && !self.memory.has_primary(primary));
-        let Some(disk) = on_disk else {
+        let on_disk = self.disks.for_key(primary).and_then(|disk| {
+            let hash = disk.hash(primary);
+            (disk.maybe_has(hash) && !self.memory.has_primary(primary)).then_some((disk, hash))
+        });
+        let Some((disk, hash)) = on_disk else {
             return self.memory.lookup(primary, select);
         };
         // A record in the page cache is read here, before any fill is registered: a
@@ -448,7 +446,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // (bench/RESULTS.md, 2026-11-26). Small records are read whole; a large body this
         // process verified before is sent from its segment, only its prefix read.
         if self.cached_reads {
-            if let Some(records) = disk.read_all_cached(primary, self.segment_body_min) {
+            if let Some(records) = disk.read_all_cached(primary, hash, self.segment_body_min) {
                 return self.serve_cached(records, primary, select);
             }
         }
@@ -574,207 +572,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     fn purge_disk(&self, primary: &[u8]) -> usize {
         self.bodies.remove(primary);
         self.disks.for_key(primary).map_or(0, |d| d.purge(primary))
-    }
-}
-
-/// Where a disk read puts a large body: see "Large bodies".
-struct SegmentTarget<'a, M> {
-    bodies: &'a SegmentBodies<M>,
-    disk_index: usize,
-    from: u64,
-}
-
-/// Plays a disk record held in memory into the fill: readers see it as a stored response,
-/// and finishing commits it to memory by the usual admission.
-fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskRecord, meta: M) {
-    let length = BodyLength::Known(rec.body_len);
-    let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
-    // The disk copy is this object: evicting it again (or closing) need not rewrite it.
-    body_writer.mark_on_disk();
-    for chunk in rec.body {
-        body_writer.append(chunk);
-    }
-    // Lengths match by construction (verified record); a mismatch would abort the readers.
-    let _ = body_writer.finish();
-}
-
-/// The object of a verified disk record whose body is sent from its segment file.
-fn segment_object<M>(in_file: InFile, rec: &DiskRecord, meta: M) -> Object<M> {
-    let file = BodyFile::in_segment(in_file.file, in_file.at, rec.body_len);
-    let object = Object::new(
-        rec.head.clone(),
-        Body::File(Arc::new(file)),
-        rec.body_len,
-        meta,
-        rec.secondary.clone(),
-    );
-    object.set_on_disk();
-    object
-}
-
-/// Reads `key`'s newest disk record and plays it into the fill; hands the fill over to a
-/// waiting request when there is nothing usable.
-fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
-    disk: &DiskEngine,
-    key: &Bytes,
-    writer: FillWriter<M>,
-    to: &SegmentTarget<'_, M>,
-) {
-    let records = disk.read_all(key, to.from);
-    let usable = records
-        .into_iter()
-        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
-        .max_by_key(|(_, r)| r.seq);
-    let Some((meta, mut rec)) = usable else {
-        writer.hand_off();
-        return;
-    };
-    let Some(in_file) = rec.in_file.clone() else {
-        play_into(writer, rec, meta);
-        return;
-    };
-    // A large body: verified whole before any byte is sent (a bad chunk hands the request
-    // to the origin instead of cutting a response short), then streamed to this first
-    // request and remembered, so later hits send it from the segment file.
-    let chunks = rec.body_len.div_ceil(CHUNK);
-    if !in_file.verified {
-        for i in 0..chunks {
-            if let Err(e) = in_file.chunk(i, rec.body_len) {
-                disk.read_failed(rec.hash, rec.seg, rec.offset, e);
-                writer.hand_off();
-                return;
-            }
-        }
-    }
-    // Later lookups may send it from the segment, reading only its prefix.
-    disk.mark_verified(rec.hash, rec.seg, rec.offset);
-    let mut body_writer = writer.publish_stored_head(
-        rec.head.clone(),
-        meta.clone(),
-        rec.secondary.clone(),
-        BodyLength::Known(rec.body_len),
-    );
-    body_writer.keep_out_of_store();
-    if in_file.verified {
-        for chunk in std::mem::take(&mut rec.body) {
-            body_writer.append(chunk);
-        }
-    } else {
-        for i in 0..chunks {
-            match in_file.chunk(i, rec.body_len) {
-                Ok(chunk) => body_writer.append(chunk),
-                Err(e) => {
-                    // Changed since verified a moment ago: only a failing device does that.
-                    disk.read_failed(rec.hash, rec.seg, rec.offset, e);
-                    body_writer.abort();
-                    return;
-                }
-            }
-        }
-    }
-    // Remembered before the readers see the end, so their next lookup hits it.
-    let object = segment_object(in_file, &rec, meta);
-    to.bodies.insert(
-        key.clone(),
-        SegmentBody {
-            disk: to.disk_index,
-            seg: rec.seg,
-            object: Arc::new(object),
-        },
-    );
-    if body_writer.finish().is_err() {
-        to.bodies.remove(key);
-    }
-}
-
-/// Large disk bodies served from their segment files, by primary key (one variant each,
-/// the newest on disk), at most `cap`; forgotten when their segment is reclaimed, their key
-/// purged or their disk failed.
-struct SegmentBodies<M> {
-    map: RwLock<HashMap<Bytes, SegmentBody<M>>>,
-    /// `map.len()`, read without the lock: lookups skip the map while it is empty.
-    len: AtomicUsize,
-    cap: usize,
-}
-
-struct SegmentBody<M> {
-    disk: usize,
-    seg: u32,
-    object: Arc<Object<M>>,
-}
-
-impl<M> SegmentBodies<M> {
-    fn new(cap: usize) -> Self {
-        SegmentBodies {
-            map: RwLock::new(HashMap::new()),
-            len: AtomicUsize::new(0),
-            cap,
-        }
-    }
-
-    fn get(
-        &self,
-        primary: &[u8],
-        select: &dyn Fn(&Object<M>) -> bool,
-    ) -> Option<(usize, Arc<Object<M>>)> {
-        if self.len.load(Relaxed) == 0 {
-            return None;
-        }
-        let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
-        let b = map.get(primary)?;
-        select(&b.object).then(|| (b.disk, Arc::clone(&b.object)))
-    }
-
-    fn insert(&self, primary: Bytes, body: SegmentBody<M>) {
-        if self.cap == 0 {
-            return;
-        }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= self.cap && !map.contains_key(&primary) {
-            // Full: one goes (an arbitrary one; its next hit reads it from disk again).
-            if let Some(k) = map.keys().next().cloned() {
-                map.remove(&k);
-            }
-        }
-        map.insert(primary, body);
-        self.len.store(map.len(), Relaxed);
-    }
-
-    fn retain(&self, keep: impl Fn(&Bytes, &SegmentBody<M>) -> bool) {
-        if self.len.load(Relaxed) == 0 {
-            return;
-        }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        map.retain(|k, b| keep(k, b));
-        self.len.store(map.len(), Relaxed);
-    }
-
-    /// Swaps the remembered `old` for a copy with a new head (after a 304).
-    fn update(
-        &self,
-        primary: &[u8],
-        old: &Arc<Object<M>>,
-        head: Bytes,
-        meta: M,
-    ) -> Option<Arc<Object<M>>> {
-        if self.len.load(Relaxed) == 0 {
-            return None;
-        }
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        let b = map.get_mut(primary)?;
-        if !Arc::ptr_eq(&b.object, old) {
-            return None;
-        }
-        b.object = Arc::new(old.with_head(head, meta));
-        Some(Arc::clone(&b.object))
-    }
-
-    fn remove(&self, primary: &[u8]) {
-        self.retain(|k, _| k != primary);
-    }
-
-    fn drop_segment(&self, disk: usize, seg: u32) {
-        self.retain(|_, b| !(b.disk == disk && b.seg == seg));
     }
 }
 

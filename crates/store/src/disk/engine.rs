@@ -378,7 +378,7 @@ impl DiskEngine {
     /// A body of at least `segment_from` bytes that is not within the first read is left in
     /// the file (`DiskRecord::in_file`): the caller reads and verifies it chunk by chunk.
     pub(crate) fn read_all(&self, primary: &[u8], segment_from: u64) -> Vec<DiskRecord> {
-        self.read_records(primary, segment_from, false)
+        self.read_records(primary, self.hash(primary), segment_from, false)
             .unwrap_or_default()
     }
 
@@ -386,13 +386,15 @@ impl DiskEngine {
     /// are at most [`CACHED_READ_MAX`] bytes, or whose body this process verified before
     /// (then only the prefix is read: `in_file` is set and verified, `body` empty); `None`
     /// (nothing read that matters) when one is neither or would wait for the device: then
-    /// use the read threads.
+    /// use the read threads. `hash` is `primary`'s ([`DiskEngine::hash`]), which the
+    /// caller asked [`DiskEngine::maybe_has`] with.
     pub(crate) fn read_all_cached(
         &self,
         primary: &[u8],
+        hash: u64,
         segment_from: u64,
     ) -> Option<Vec<DiskRecord>> {
-        self.read_records(primary, segment_from, true)
+        self.read_records(primary, hash, segment_from, true)
     }
 
     /// Notes that the record's body passed its chunk checksums (see `index.rs`, `VERIFIED`).
@@ -404,10 +406,10 @@ impl DiskEngine {
     fn read_records(
         &self,
         primary: &[u8],
+        hash: u64,
         segment_from: u64,
         cached_only: bool,
     ) -> Option<Vec<DiskRecord>> {
-        let hash = self.hash(primary);
         let mut out = Vec::new();
         if self.shared.failed() {
             return Some(out);

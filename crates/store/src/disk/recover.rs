@@ -287,21 +287,7 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     let ids = segment::list(&dir)?;
     let mark = ck.as_ref().map_or((0, 0), |c| c.mark);
     w.seq = ck.as_ref().map_or(1, |c| c.next_seq);
-    let mut later = Vec::new();
-    let mut earlier = Vec::new();
-    for &id in &ids {
-        let seg = Arc::new(segment::open(&dir, id, false)?);
-        let size = seg.file.metadata()?.len();
-        if ck.is_some() && id < mark.0 {
-            earlier.push((Arc::clone(&seg), size));
-        } else {
-            let (entries, size) = later_entries(&seg, size, shared.key)?;
-            later.push((id, entries));
-            w.sealed.insert(id, size);
-        }
-        w.next_seg = w.next_seg.max(id + 1);
-        register(&shared, seg);
-    }
+    let (earlier, mut later) = open_segments(w, &ids, ck.as_ref().map(|_| mark.0))?;
     w.next_seg = w.next_seg.max(mark.0);
     let segments_ms = started.elapsed().as_secs_f64() * 1e3;
     // Entries whose segment is gone, or that a later tombstone or a purge since the start
@@ -316,18 +302,7 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     if let Some(source) = &source {
         source.publish(&shared);
     }
-    let mut live = Vec::with_capacity(ids.len());
-    for (seg, size) in earlier {
-        if segment::summary_at(&seg, size)?.is_none() {
-            tracing::warn!(disk = %dir.display(), seg = seg.id, "damaged segment before the checkpoint: removed");
-            shared.index.retain(|s| s.seg() != seg.id);
-            forget(&shared, seg.id);
-            fs::remove_file(segment::seg_path(&dir, seg.id))?;
-            continue;
-        }
-        w.sealed.insert(seg.id, size);
-        live.push(seg.id);
-    }
+    let mut live = check_earlier(w, earlier)?;
     live.extend(later.iter().map(|(id, _)| *id));
     let mut with_ck = false;
     if let Some(source) = source {
@@ -368,6 +343,56 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     Ok(())
 }
 
+/// A segment's id and entries, read from its summary or scanned.
+type Entries = (u32, Vec<SummaryEntry>);
+/// Segments before the watermark, with their sizes.
+type Earlier = Vec<(Arc<SegFile>, u64)>;
+
+/// Opens and registers every segment; returns those before the watermark `mark` (with
+/// their sizes: only their footers are checked, later) and the entries of the others.
+fn open_segments(
+    w: &mut Writer,
+    ids: &[u32],
+    mark: Option<u32>,
+) -> io::Result<(Earlier, Vec<Entries>)> {
+    let shared = Arc::clone(&w.shared);
+    let (mut earlier, mut later) = (Vec::new(), Vec::new());
+    for &id in ids {
+        let seg = Arc::new(segment::open(&shared.cfg.path, id, false)?);
+        let size = seg.file.metadata()?.len();
+        if mark.is_some_and(|mark| id < mark) {
+            earlier.push((Arc::clone(&seg), size));
+        } else {
+            let (entries, size) = later_entries(&seg, size, shared.key)?;
+            later.push((id, entries));
+            w.sealed.insert(id, size);
+        }
+        w.next_seg = w.next_seg.max(id + 1);
+        register(&shared, seg);
+    }
+    Ok((earlier, later))
+}
+
+/// Checks the footers of the segments before the watermark; a damaged one is deleted with
+/// its index entries. Returns the ids kept.
+fn check_earlier(w: &mut Writer, earlier: Earlier) -> io::Result<Vec<u32>> {
+    let shared = Arc::clone(&w.shared);
+    let dir = &shared.cfg.path;
+    let mut live = Vec::with_capacity(earlier.len());
+    for (seg, size) in earlier {
+        if segment::summary_at(&seg, size)?.is_none() {
+            tracing::warn!(disk = %dir.display(), seg = seg.id, "damaged segment before the checkpoint: removed");
+            shared.index.retain(|s| s.seg() != seg.id);
+            forget(&shared, seg.id);
+            fs::remove_file(segment::seg_path(dir, seg.id))?;
+            continue;
+        }
+        w.sealed.insert(seg.id, size);
+        live.push(seg.id);
+    }
+    Ok(live)
+}
+
 /// A later segment's entries: its summary, or (torn, the one being written at a crash) a
 /// scan of its records, after which it is sealed. Returns them and the file's size.
 fn later_entries(
@@ -387,7 +412,7 @@ fn later_entries(
 
 /// Every segment's entries, for a checkpoint found damaged after the segments before its
 /// watermark were only footer-checked.
-fn rescan_all(w: &mut Writer, live: &[u32]) -> io::Result<Vec<(u32, Vec<SummaryEntry>)>> {
+fn rescan_all(w: &mut Writer, live: &[u32]) -> io::Result<Vec<Entries>> {
     let mut all = Vec::with_capacity(live.len());
     for &id in live {
         let Some(seg) = w.shared.seg(id) else {

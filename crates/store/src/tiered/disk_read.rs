@@ -1,0 +1,220 @@
+//! How a disk record becomes an answer: played into a fill (and so into memory), or, for a
+//! large body, sent from its segment file and remembered (see the parent module's "Large
+//! bodies").
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use bytes::Bytes;
+
+use super::Persist;
+use crate::body_file::BodyFile;
+use crate::disk::{DiskEngine, DiskRecord, InFile, CHUNK};
+use crate::fill::{BodyLength, FillWriter};
+use crate::object::{Body, Object};
+
+/// Where a disk read puts a large body: see "Large bodies".
+pub(super) struct SegmentTarget<'a, M> {
+    pub(super) bodies: &'a SegmentBodies<M>,
+    pub(super) disk_index: usize,
+    pub(super) from: u64,
+}
+
+/// Plays a disk record held in memory into the fill: readers see it as a stored response,
+/// and finishing commits it to memory by the usual admission.
+pub(super) fn play_into<M: Clone + Send + Sync + 'static>(
+    writer: FillWriter<M>,
+    rec: DiskRecord,
+    meta: M,
+) {
+    let length = BodyLength::Known(rec.body_len);
+    let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
+    // The disk copy is this object: evicting it again (or closing) need not rewrite it.
+    body_writer.mark_on_disk();
+    for chunk in rec.body {
+        body_writer.append(chunk);
+    }
+    // Lengths match by construction (verified record); a mismatch would abort the readers.
+    let _ = body_writer.finish();
+}
+
+/// The object of a verified disk record whose body is sent from its segment file.
+pub(super) fn segment_object<M>(in_file: InFile, rec: &DiskRecord, meta: M) -> Object<M> {
+    let file = BodyFile::in_segment(in_file.file, in_file.at, rec.body_len);
+    let object = Object::new(
+        rec.head.clone(),
+        Body::File(Arc::new(file)),
+        rec.body_len,
+        meta,
+        rec.secondary.clone(),
+    );
+    object.set_on_disk();
+    object
+}
+
+/// Reads `key`'s newest disk record and plays it into the fill; hands the fill over to a
+/// waiting request when there is nothing usable.
+pub(super) fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
+    disk: &DiskEngine,
+    key: &Bytes,
+    writer: FillWriter<M>,
+    to: &SegmentTarget<'_, M>,
+) {
+    let records = disk.read_all(key, to.from);
+    let usable = records
+        .into_iter()
+        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
+        .max_by_key(|(_, r)| r.seq);
+    let Some((meta, mut rec)) = usable else {
+        writer.hand_off();
+        return;
+    };
+    let Some(in_file) = rec.in_file.clone() else {
+        play_into(writer, rec, meta);
+        return;
+    };
+    // A large body: verified whole before any byte is sent (a bad chunk hands the request
+    // to the origin instead of cutting a response short), then streamed to this first
+    // request and remembered, so later hits send it from the segment file.
+    let chunks = rec.body_len.div_ceil(CHUNK);
+    if !in_file.verified {
+        for i in 0..chunks {
+            if let Err(e) = in_file.chunk(i, rec.body_len) {
+                disk.read_failed(rec.hash, rec.seg, rec.offset, e);
+                writer.hand_off();
+                return;
+            }
+        }
+    }
+    // Later lookups may send it from the segment, reading only its prefix.
+    disk.mark_verified(rec.hash, rec.seg, rec.offset);
+    let mut body_writer = writer.publish_stored_head(
+        rec.head.clone(),
+        meta.clone(),
+        rec.secondary.clone(),
+        BodyLength::Known(rec.body_len),
+    );
+    body_writer.keep_out_of_store();
+    if in_file.verified {
+        for chunk in std::mem::take(&mut rec.body) {
+            body_writer.append(chunk);
+        }
+    } else {
+        for i in 0..chunks {
+            match in_file.chunk(i, rec.body_len) {
+                Ok(chunk) => body_writer.append(chunk),
+                Err(e) => {
+                    // Changed since verified a moment ago: only a failing device does that.
+                    disk.read_failed(rec.hash, rec.seg, rec.offset, e);
+                    body_writer.abort();
+                    return;
+                }
+            }
+        }
+    }
+    // Remembered before the readers see the end, so their next lookup hits it.
+    let object = segment_object(in_file, &rec, meta);
+    to.bodies.insert(
+        key.clone(),
+        SegmentBody {
+            disk: to.disk_index,
+            seg: rec.seg,
+            object: Arc::new(object),
+        },
+    );
+    if body_writer.finish().is_err() {
+        to.bodies.remove(key);
+    }
+}
+
+/// Large disk bodies served from their segment files, by primary key (one variant each,
+/// the newest on disk), at most `cap`; forgotten when their segment is reclaimed, their key
+/// purged or their disk failed.
+pub(super) struct SegmentBodies<M> {
+    map: RwLock<HashMap<Bytes, SegmentBody<M>>>,
+    /// `map.len()`, read without the lock: lookups skip the map while it is empty.
+    len: AtomicUsize,
+    cap: usize,
+}
+
+pub(super) struct SegmentBody<M> {
+    disk: usize,
+    seg: u32,
+    object: Arc<Object<M>>,
+}
+
+impl<M> SegmentBodies<M> {
+    pub(super) fn new(cap: usize) -> Self {
+        SegmentBodies {
+            map: RwLock::new(HashMap::new()),
+            len: AtomicUsize::new(0),
+            cap,
+        }
+    }
+
+    pub(super) fn get(
+        &self,
+        primary: &[u8],
+        select: &dyn Fn(&Object<M>) -> bool,
+    ) -> Option<(usize, Arc<Object<M>>)> {
+        if self.len.load(Relaxed) == 0 {
+            return None;
+        }
+        let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
+        let b = map.get(primary)?;
+        select(&b.object).then(|| (b.disk, Arc::clone(&b.object)))
+    }
+
+    pub(super) fn insert(&self, primary: Bytes, body: SegmentBody<M>) {
+        if self.cap == 0 {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        if map.len() >= self.cap && !map.contains_key(&primary) {
+            // Full: one goes (an arbitrary one; its next hit reads it from disk again).
+            if let Some(k) = map.keys().next().cloned() {
+                map.remove(&k);
+            }
+        }
+        map.insert(primary, body);
+        self.len.store(map.len(), Relaxed);
+    }
+
+    pub(super) fn retain(&self, keep: impl Fn(&Bytes, &SegmentBody<M>) -> bool) {
+        if self.len.load(Relaxed) == 0 {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|k, b| keep(k, b));
+        self.len.store(map.len(), Relaxed);
+    }
+
+    /// Swaps the remembered `old` for a copy with a new head (after a 304).
+    pub(super) fn update(
+        &self,
+        primary: &[u8],
+        old: &Arc<Object<M>>,
+        head: Bytes,
+        meta: M,
+    ) -> Option<Arc<Object<M>>> {
+        if self.len.load(Relaxed) == 0 {
+            return None;
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        let b = map.get_mut(primary)?;
+        if !Arc::ptr_eq(&b.object, old) {
+            return None;
+        }
+        b.object = Arc::new(old.with_head(head, meta));
+        Some(Arc::clone(&b.object))
+    }
+
+    pub(super) fn remove(&self, primary: &[u8]) {
+        self.retain(|k, _| k != primary);
+    }
+
+    pub(super) fn drop_segment(&self, disk: usize, seg: u32) {
+        self.retain(|_, b| !(b.disk == disk && b.seg == seg));
+    }
+}
