@@ -60,6 +60,11 @@ pub(crate) enum Cmd {
 /// authentication helper may start at any time) holds the lock a little longer.
 const LOCK_GRACE: Duration = Duration::from_millis(500);
 
+/// How long after the open a lookup may wait for the checkpoint to become loadable: the
+/// segment files are registered first, a few milliseconds even at a million objects. Far
+/// more than that means something is wrong, and lookups go back to missing.
+const PUBLISH_WAIT: Duration = Duration::from_millis(100);
+
 /// The directory's lock as the writer thread gets it: taken, or held by another process
 /// (a binary upgrade's old one) and to be waited for before anything is read or written.
 pub(crate) enum Locking {
@@ -87,8 +92,13 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Keys purged while the index loads, so the loader does not bring them back.
     pub(crate) purged_while_loading: Mutex<HashSet<u64>>,
-    /// Index shards in place (one bit each): all but while a checkpoint loads.
+    /// Index shards in place (one bit each): all but while a checkpoint loads, and none
+    /// from the open until recovery knows whether there is a checkpoint (see
+    /// `DiskEngine::maybe_has`).
     pub(crate) shards_loaded: AtomicU64,
+    /// Until when a lookup waits for a checkpoint to become loadable (`Shared::shard_source`)
+    /// rather than miss: the open plus [`PUBLISH_WAIT`].
+    pub(crate) publish_by: std::time::Instant,
     /// Shards the loader or a lookup took on while a checkpoint loads.
     pub(crate) shards_claimed: AtomicU64,
     /// The checkpoint being loaded, for lookups whose shard is not in yet.
@@ -236,7 +246,14 @@ impl DiskEngine {
             wake: Condvar::new(),
             counters: Counters::default(),
             purged_while_loading: Mutex::new(HashSet::new()),
-            shards_loaded: AtomicU64::new(u64::MAX),
+            // A lock held now means recovery starts at once: lookups wait (bounded) for it
+            // to publish the checkpoint. One still held elsewhere: the other process serves
+            // meanwhile, and lookups here miss.
+            shards_loaded: AtomicU64::new(match lock {
+                Locking::Held(_) => 0,
+                Locking::Waiting(_) => u64::MAX,
+            }),
+            publish_by: std::time::Instant::now() + PUBLISH_WAIT,
             shards_claimed: AtomicU64::new(u64::MAX),
             shard_source: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -264,8 +281,7 @@ impl DiskEngine {
     pub(crate) fn maybe_has(&self, hash: u64) -> bool {
         let shard = super::recover::shard_tag(hash).0;
         if self.shared.shards_loaded.load(Acquire) & (1 << shard) == 0 {
-            let source = self.shared.lock_shard_source().clone();
-            if let Some(source) = source {
+            if let Some(source) = self.published_source(shard) {
                 source.load_shard(&self.shared, shard);
                 // Taken by the loader a moment before: it is a copy of well under a
                 // millisecond, so wait for it (bounded) rather than miss.
@@ -278,6 +294,25 @@ impl DiskEngine {
             }
         }
         !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
+    }
+
+    /// The checkpoint being loaded, once recovery has published it. A lookup in the first
+    /// milliseconds after the open (while the segment files are registered) waits for that,
+    /// at most until `publish_by`: the first request after a restart is then a disk hit
+    /// rather than a miss. None once the shard is in, or when there is nothing to load.
+    fn published_source(&self, shard: usize) -> Option<Arc<super::recover::ShardSource>> {
+        let shared = &self.shared;
+        loop {
+            if let Some(source) = shared.lock_shard_source().clone() {
+                return Some(source);
+            }
+            if shared.shards_loaded.load(Acquire) & (1 << shard) != 0
+                || std::time::Instant::now() >= shared.publish_by
+            {
+                return None;
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
 
     /// Queues an object for writing; false (and counted) when the queue is full, false when

@@ -63,8 +63,9 @@
 //! its table sits in RAM (an occupancy bitmap and the entries in slot order, with its own
 //! CRC32C), so loading one is a copy, and it serves lookups as soon as it is in; a lookup
 //! whose shard is not in yet loads that shard itself (`ShardSource`, published before the
-//! footer checks of the earlier segments; 1/64 of the
-//! checkpoint, once), so a restart serves disk hits from its first request. Entries of segments that are
+//! footer checks of the earlier segments; 1/64 of the checkpoint, once), and a lookup
+//! in the few milliseconds before that publication waits for it (at most 100 ms after the
+//! open), so a restart serves disk hits from its first request. Entries of segments that are
 //! gone, and entries a later tombstone purged, stay out. Last, the later summaries are
 //! applied in order (inserts and tombstones). A damaged checkpoint shard makes the index
 //! rebuilt from every summary; a sealed segment from before the watermark with a damaged

@@ -242,6 +242,7 @@ impl ShardSource {
         const _: () = assert!(SHARDS == 64, "one bit per shard in a u64");
         shared.shards_claimed.store(0, Relaxed);
         shared.shards_loaded.store(0, Release);
+        // After the two stores: a lookup that finds the source finds its shard claimable.
         *shared.lock_shard_source() = Some(Arc::clone(self));
     }
 
@@ -284,6 +285,10 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     let dir = shared.cfg.path.clone();
     let _ = fs::remove_file(dir.join("checkpoint.tmp"));
     let ck = Checkpoint::open(&dir);
+    if ck.is_none() {
+        // Nothing for a lookup to wait for: what is on disk is indexed as it is found.
+        shared.shards_loaded.store(u64::MAX, Release);
+    }
     let ids = segment::list(&dir)?;
     let mark = ck.as_ref().map_or((0, 0), |c| c.mark);
     w.seq = ck.as_ref().map_or(1, |c| c.next_seq);

@@ -133,6 +133,26 @@ fn round_trip_and_clean_restart_from_the_checkpoint() {
 }
 
 #[test]
+fn a_lookup_at_once_after_the_open_finds_the_checkpoints_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..50 {
+        put(&e, &format!("k{i}"));
+    }
+    e.close();
+    drop(e);
+    // No `wait_loaded`: the lookup races the writer thread's recovery and waits for the
+    // checkpoint to become loadable instead of missing.
+    let e = DiskEngine::open(cfg(dir.path())).expect("open");
+    assert!(
+        e.maybe_has(e.hash(b"k17")),
+        "the first lookup after the open"
+    );
+    assert_eq!(check(&e, "k17"), Some(true));
+    assert!(!e.maybe_has(e.hash(b"absent")));
+}
+
+#[test]
 fn crash_loses_at_most_the_buffer_and_purges_survive() {
     let dir = tempfile::tempdir().unwrap();
     let e = open(cfg(dir.path()));

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -77,6 +77,8 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
     if let Err(e) = super::recover::recover(&mut w) {
         w.shared.fault("recovery", &e);
     }
+    // Whatever recovery did, no lookup waits for a checkpoint any more.
+    w.shared.shards_loaded.store(u64::MAX, Release);
     w.shared.counters.loading.store(false, Relaxed);
     w.publish_bytes();
     w.serve();
