@@ -340,6 +340,12 @@ impl<M> ShardState<M> {
         self.index.find(hash, |e| e.primary == primary).is_some()
     }
 
+    /// Whether any variant of `primary` is stored or a fill for it is in progress.
+    pub(crate) fn has_primary_or_fill(&self, hash: u64, primary: &[u8]) -> bool {
+        self.has_primary(hash, primary)
+            || self.inflight.find(hash, |e| e.primary == primary).is_some()
+    }
+
     /// The slot holding exactly this object (pointer identity) under `primary`.
     fn slot_of(&self, hash: u64, primary: &[u8], object: &Arc<Object<M>>) -> Option<SlotId> {
         let entry = self.index.find(hash, |e| e.primary == primary)?;

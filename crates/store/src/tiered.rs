@@ -106,7 +106,7 @@ use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
 
 mod disk_read;
-use disk_read::{fill_from_disk, play_into, segment_object, SegmentBodies, SegmentTarget};
+use disk_read::{fill_from_disk, segment_object, SegmentBodies, SegmentTarget};
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -477,9 +477,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     }
 
     /// Answers a lookup from records read on this thread (`read_all_cached`): the newest
-    /// usable one, if the selector takes it, becomes a hit. A small one is played into a
-    /// fill registered now, so the usual admission keeps it in memory (if another request
-    /// registered one first, the lookup joins that instead); a large verified body is sent
+    /// usable one, if the selector takes it, becomes a hit. A small one is promoted into
+    /// memory by the usual admission (unless memory holds the key or a fill for it by
+    /// now, both newer); a large verified body is sent
     /// from its segment file and not kept in memory. Nothing usable: the memory lookup's
     /// answer, a miss unless another request is filling the key.
     fn serve_cached(
@@ -503,9 +503,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             self.segment_hits.fetch_add(1, Relaxed);
             return Lookup::Hit(Arc::new(object.just_read_from_disk()));
         }
+        let chunks: Arc<[Bytes]> = rec.body.into();
         let object = Object::new(
             rec.head.clone(),
-            Body::Chunks(rec.body.clone().into()),
+            Body::Chunks(Arc::clone(&chunks)),
             rec.body_len,
             meta.clone(),
             rec.secondary.clone(),
@@ -513,13 +514,19 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if !select(&object) {
             return self.memory.lookup(primary, select);
         }
-        match self.memory.lookup(primary, select) {
-            Lookup::Miss(writer) => {
-                play_into(writer, rec, meta);
-                Lookup::Hit(Arc::new(object.just_read_from_disk()))
-            }
-            found => found,
-        }
+        // Promoted by memory's admission (see `MemoryStore::promote`); the memory copy is
+        // another handle on the same chunks, and the disk record is this object: evicting
+        // it again need not rewrite it.
+        let kept = Object::new(
+            rec.head,
+            Body::Chunks(chunks),
+            rec.body_len,
+            meta,
+            rec.secondary,
+        );
+        kept.set_on_disk();
+        self.memory.promote(primary, kept);
+        Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no

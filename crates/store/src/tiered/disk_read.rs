@@ -23,11 +23,7 @@ pub(super) struct SegmentTarget<'a, M> {
 
 /// Plays a disk record held in memory into the fill: readers see it as a stored response,
 /// and finishing commits it to memory by the usual admission.
-pub(super) fn play_into<M: Clone + Send + Sync + 'static>(
-    writer: FillWriter<M>,
-    rec: DiskRecord,
-    meta: M,
-) {
+fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskRecord, meta: M) {
     let length = BodyLength::Known(rec.body_len);
     let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
     // The disk copy is this object: evicting it again (or closing) need not rewrite it.
