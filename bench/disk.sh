@@ -157,16 +157,18 @@ restart_bench() {
     rm -rf "$dir"
 }
 
-# one_run NAME PORT BASE N: a measured uniform-random run; appends a JSON record.
+# one_run NAME PORT BASE N PID: a measured run of wrk with $WRK_SCRIPT (uniform random
+# requests over the N objects unless a case says otherwise); appends a JSON record.
+WRK_SCRIPT=disk_uniform.lua
 one_run() {
-    local name=$1 port=$2 base=$3 n=$4 pid=$5 c0 c1 l0 req
+    local name=$1 port=$2 base=$3 n=$4 pid=$5 c0 c1 l0 req logname=${LOG_NAME:-$1}
     local o0; o0=$(curl -s "http://127.0.0.1:$ORIGIN_PORT/nginx_status" | awk 'NR == 3 { print $3 }')
-    l0=1; [[ -e $RUN/$name/access.log ]] && l0=$(($(wc -l < "$RUN/$name/access.log") + 1))
+    l0=1; [[ -e $RUN/$logname/access.log ]] && l0=$(($(wc -l < "$RUN/$logname/access.log") + 1))
     local t0; t0=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
     local d0; d0=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d0=${d0:-0}
     c0=$(cpu_of "$pid")
-    taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d "$DURATION" -s "$BENCH_DIR/tools/disk_uniform.lua" \
-        "http://127.0.0.1:$port" -- "$base" "$n" > "$RUN/wrk-$name.txt" 2>&1
+    taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d "$DURATION" -s "$BENCH_DIR/tools/$WRK_SCRIPT" \
+        "http://127.0.0.1:$port" -- "$base" "$n" 2 > "$RUN/wrk-$name.txt" 2>&1
     c1=$(cpu_of "$pid")
     local t1; t1=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
     sleep 1
@@ -177,7 +179,7 @@ one_run() {
     local rps; rps=$(awk '/Requests\/sec/ { print $2 }' "$RUN/wrk-$name.txt")
     local us; us=$(echo "scale=2; ($c1 - $c0) * 1000000 / $req" | bc)
     local cpu; cpu=$(echo "scale=1; ($c1 - $c0) * 100 / $DURATION" | bc)
-    local mix="(no access log)"; [[ -e $RUN/$name/access.log ]] && mix=$(codes "$RUN/$name/access.log" "$l0")
+    local mix="(no access log)"; [[ -e $RUN/$logname/access.log ]] && mix=$(codes "$RUN/$logname/access.log" "$l0")
     echo "{\"case\":\"$name\",\"requests\":$req,\"rps\":$rps,\"cpu_us\":$us,\"target_cpu_pct\":$cpu,\"mix\":\"$mix\",\"thread_cpu_s\":$threads,\"disk_growth_bytes\":$((d1 - d0)),\"origin_requests\":$((o1 - o0 - 1))}" | tee -a "$RESULTS"
 }
 
@@ -270,6 +272,11 @@ cold_bench() {
         bytes=$(du -sb "$dir" | cut -f1)
         log "cold-$size after the fill: $(du -sh "$dir" | cut -f1); $(codes "$RUN/cold-$size/access.log")"
         for ((rep = 1; rep <= REPS; rep++)); do
+            # Each object at most once: every hit reads the device (the JSON's requests
+            # must stay below N, or the run wrapped into the page cache).
+            drop_caches
+            WRK_SCRIPT=disk_once.lua LOG_NAME="cold-$size" one_run "cold-once-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
+            # Uniform random over the N objects: the first reads warm the page cache.
             drop_caches
             one_run "cold-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
             fio_randread "fio-direct-$size" "$DISK_ROOT" "$bs" "$bytes" \

@@ -19,7 +19,7 @@ use super::format::{
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
-use super::segment::{read_at, read_cached_at, SegFile};
+use super::segment::{read_cached_at, read_new_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
 pub(crate) trait Demoted: Send + Sync {
@@ -180,8 +180,7 @@ impl InFile {
     pub(crate) fn chunk(&self, index: u64, len: u64) -> Result<Bytes, ReadError> {
         let from = index * CHUNK;
         let n = (len - from).min(CHUNK);
-        let mut b = BytesMut::zeroed(n as usize);
-        read_at(&self.file, &mut b, self.at + from)?;
+        let b = read_new_at(&self.file, n as usize, self.at + from)?;
         if !verify_chunks(&self.crcs, index, &b) {
             return Err(ReadError::Corrupt);
         }
@@ -535,21 +534,21 @@ impl DiskEngine {
                 Some(prefix) => prefix,
                 None => return Err(ReadError::WouldBlock),
             }
+        } else if loc.len > 0 && loc.len <= 4 * CHUNK && !cached_only {
+            read_new_at(&seg.file, loc.len as usize, loc.offset)?
         } else if loc.len > 0 && loc.len <= 4 * CHUNK {
-            let mut b = BytesMut::zeroed(loc.len as usize);
-            if !cached_only {
-                read_at(&seg.file, &mut b, loc.offset)?;
-            } else if !read_cached_at(&seg.file, &mut b, loc.offset)? {
+            // `preadv2` wants initialised memory: malloc and memset, not calloc (see
+            // `read_new_at`).
+            let mut b = BytesMut::with_capacity(loc.len as usize);
+            b.resize(loc.len as usize, 0);
+            if !read_cached_at(&seg.file, &mut b, loc.offset)? {
                 return Err(ReadError::WouldBlock);
             }
             b
         } else {
-            let mut b = BytesMut::zeroed(HEADER_LEN);
-            read_at(&seg.file, &mut b, loc.offset)?;
+            let b = read_new_at(&seg.file, HEADER_LEN, loc.offset)?;
             let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
-            let mut b = BytesMut::zeroed(h.prefix_len() as usize);
-            read_at(&seg.file, &mut b, loc.offset)?;
-            b
+            read_new_at(&seg.file, h.prefix_len() as usize, loc.offset)?
         };
         let h = verify_prefix(&prefix).ok_or(ReadError::Corrupt)?;
         if h.kind != KIND_OBJECT || (loc.len > 0 && h.record_len() != loc.len) {
@@ -771,8 +770,7 @@ fn read_body(seg: &SegFile, at: u64, len: u64, crcs: &[u8]) -> Result<Vec<Bytes>
     let mut done = 0;
     while done < len {
         let n = (len - done).min(CHUNK);
-        let mut b = BytesMut::zeroed(n as usize);
-        read_at(&seg.file, &mut b, at + done)?;
+        let b = read_new_at(&seg.file, n as usize, at + done)?;
         if !verify_chunks(crcs, done / CHUNK, &b) {
             return Err(ReadError::Corrupt);
         }

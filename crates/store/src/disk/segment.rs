@@ -48,6 +48,11 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
         .write(true)
         .create_new(create)
         .open(seg_path(dir, id))?;
+    // Records are read at random: no readahead. On a cold page cache, readahead around
+    // every 64 KiB record read pages nobody asked for (a sixth of a read thread's time,
+    // bench/RESULTS.md 2026-11-27); a read of N bytes still reads them in one request.
+    // Only advice: a kernel that refuses it reads as before.
+    let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
     Ok(SegFile {
         id,
         file: std::sync::Arc::new(file),
@@ -57,6 +62,25 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
 /// Reads exactly `buf.len()` bytes at `at`, or fails (short file = `UnexpectedEof`).
 pub(crate) fn read_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<()> {
     file.read_exact_at(buf, at)
+}
+
+/// Reads exactly `len` bytes at `at` into a new buffer that is never zero-filled first
+/// (the read writes every byte). A zeroed buffer of a large record came from `calloc`,
+/// which jemalloc zeroes by `madvise(MADV_DONTNEED)` on recycled memory: the read then
+/// faulted every page in again, a third of a read thread's time on cold 64 KiB hits
+/// (bench/RESULTS.md, 2026-11-27).
+pub(crate) fn read_new_at(file: &File, len: usize, at: u64) -> io::Result<bytes::BytesMut> {
+    let mut v: Vec<u8> = Vec::with_capacity(len);
+    while v.len() < len {
+        // Reads into (and extends `v` over) its spare capacity, at most `len - v.len()`.
+        let done = v.len() as u64;
+        match rustix::io::pread(file, rustix::buffer::spare_capacity(&mut v), at + done) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(bytes::BytesMut::from(bytes::Bytes::from(v)))
 }
 
 /// [`read_at`] only if the bytes are in the page cache (`preadv2` with `RWF_NOWAIT`, Linux
@@ -194,4 +218,22 @@ pub(crate) fn seal(seg: &SegFile, end: u64, entries: &[SummaryEntry]) -> io::Res
     seg.file.write_all_at(&summary, end)?;
     seg.file.sync_data()?;
     Ok(end + summary.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn read_new_at_reads_exactly_the_range_and_refuses_a_short_file() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        let b = read_new_at(&f, 70_000, 12_345).unwrap();
+        assert_eq!(&b[..], &data[12_345..82_345]);
+        assert_eq!(read_new_at(&f, 0, 5).unwrap().len(), 0);
+        let short = read_new_at(&f, 1_000, 199_500).unwrap_err();
+        assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+    }
 }
