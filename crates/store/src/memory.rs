@@ -16,6 +16,14 @@ use crate::shard::{Earned, Evicted, Shard, ShardState, ShardWrite};
 use crate::stats::{bump, StoreStats};
 use crate::store::{Lookup, Store};
 
+/// What [`MemoryStore::probe`] found.
+pub(crate) enum Probe<M> {
+    Hit(Arc<Object<M>>),
+    /// Variants are stored, none selected.
+    Stored,
+    Absent,
+}
+
 /// A sharded in-memory cache of complete responses with request collapsing.
 ///
 /// Cheap to clone (a handle to shared state); share one per process.
@@ -189,6 +197,24 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         let hit = shard.read().hit(hash, primary, &select)?;
         bump(&shard.counters.hits);
         Some(self.inner.file_on_first_hit(shard, hash, primary, hit))
+    }
+
+    /// [`MemoryStore::lookup_no_fill`], also saying, when no variant is selected, whether
+    /// any is stored: the tiered store asks the disk only when none is (memory is newer),
+    /// and this answers both under one lock and one hash.
+    pub(crate) fn probe(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Probe<M> {
+        let hash = self.inner.hasher.hash_one(primary);
+        let shard = self.inner.shard(hash);
+        let st = shard.read();
+        match st.hit(hash, primary, select) {
+            Some(hit) => {
+                drop(st);
+                bump(&shard.counters.hits);
+                Probe::Hit(self.inner.file_on_first_hit(shard, hash, primary, hit))
+            }
+            None if st.has_primary(hash, primary) => Probe::Stored,
+            None => Probe::Absent,
+        }
     }
 
     /// Removes every variant stored under `primary` (RFC 9111 §4.4 invalidation, PURGE);

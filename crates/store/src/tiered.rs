@@ -100,7 +100,7 @@ use bytes::Bytes;
 use crate::config::StoreConfig;
 use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, LockWait, ReadPool};
 use crate::disk_ghost::DiskGhost;
-use crate::memory::{EvictHook, MemoryStore};
+use crate::memory::{EvictHook, MemoryStore, Probe};
 use crate::object::{Body, Object};
 use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
@@ -428,15 +428,18 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // a hash of their map on every hit while it held any). Memory wins over a segment
         // body anyway (see "Large bodies"), so asking it first changes no answer; a miss
         // pays one more read-locked probe before it registers its fill below.
-        if let Some(object) = self.memory.lookup_no_fill(primary, select) {
-            return Lookup::Hit(object);
+        match self.memory.probe(primary, select) {
+            Probe::Hit(object) => return Lookup::Hit(object),
+            // Memory holds a variant, newer than any on disk: memory decides.
+            Probe::Stored => return self.memory.lookup(primary, select),
+            Probe::Absent => {}
         }
         if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
         }
         let on_disk = self.disks.for_key(primary).and_then(|disk| {
             let hash = disk.hash(primary);
-            (disk.maybe_has(hash) && !self.memory.has_primary(primary)).then_some((disk, hash))
+            disk.maybe_has(hash).then_some((disk, hash))
         });
         let Some((disk, hash)) = on_disk else {
             return self.memory.lookup(primary, select);
