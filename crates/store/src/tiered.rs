@@ -5,7 +5,10 @@
 //!   `Lookup::Pending(reader)`: a disk-read thread reads and verifies the record and drives
 //!   the fill's writer (head, body, finish). Finishing commits the object into memory (the
 //!   same admission as any fill: S3-FIFO's small queue, or main if its ghost is
-//!   remembered), and requests collapsing on the key meanwhile share the read.
+//!   remembered), and requests collapsing on the key meanwhile share the read. A record
+//!   already in the page cache is read by the looking-up worker instead (no fill, nobody
+//!   waits): a hit at once, and promoted into memory by the same admission
+//!   (`MemoryStore::promote`).
 //! - When the disk copy cannot serve (checksum failure, gone, undecodable metadata, disk
 //!   failed), the writer is *handed over*: the first reader's `head()` returns
 //!   `Err(Released)` and `take_writer()` gives it the writer, so that request fetches from
