@@ -26,6 +26,11 @@ pub struct DiskConfig {
     pub write_budget_bytes_per_day: Option<u64>,
     /// Objects waiting to be written may hold at most this many bytes; more are dropped.
     pub queue_bytes: u64,
+    /// How long after the open a lookup may wait for the checkpoint to become loadable
+    /// rather than miss (see `DiskEngine::maybe_has`): recovery registers the segment files
+    /// first, a few milliseconds even at a million objects; far more means something is
+    /// wrong, and lookups go back to missing.
+    pub publish_wait: Duration,
 }
 
 impl DiskConfig {
@@ -41,6 +46,7 @@ impl DiskConfig {
             checkpoint_every_bytes: 1 << 30,
             write_budget_bytes_per_day: None,
             queue_bytes: 32 << 20,
+            publish_wait: Duration::from_millis(100),
         }
     }
 

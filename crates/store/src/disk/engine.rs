@@ -60,11 +60,6 @@ pub(crate) enum Cmd {
 /// authentication helper may start at any time) holds the lock a little longer.
 const LOCK_GRACE: Duration = Duration::from_millis(500);
 
-/// How long after the open a lookup may wait for the checkpoint to become loadable: the
-/// segment files are registered first, a few milliseconds even at a million objects. Far
-/// more than that means something is wrong, and lookups go back to missing.
-const PUBLISH_WAIT: Duration = Duration::from_millis(100);
-
 /// The directory's lock as the writer thread gets it: taken, or held by another process
 /// (a binary upgrade's old one) and to be waited for before anything is read or written.
 pub(crate) enum Locking {
@@ -97,7 +92,7 @@ pub(crate) struct Shared {
     /// `DiskEngine::maybe_has`).
     pub(crate) shards_loaded: AtomicU64,
     /// Until when a lookup waits for a checkpoint to become loadable (`Shared::shard_source`)
-    /// rather than miss: the open plus [`PUBLISH_WAIT`].
+    /// rather than miss: the open plus `DiskConfig::publish_wait`.
     pub(crate) publish_by: std::time::Instant,
     /// Shards the loader or a lookup took on while a checkpoint loads.
     pub(crate) shards_claimed: AtomicU64,
@@ -236,6 +231,7 @@ impl DiskEngine {
             },
             Err(busy) => return Err(busy.error(&cfg.path)),
         };
+        let publish_by = std::time::Instant::now() + cfg.publish_wait;
         let shared = Arc::new(Shared {
             cfg,
             key,
@@ -252,7 +248,7 @@ impl DiskEngine {
                 Locking::Held(_) => 0,
                 Locking::Waiting(_) => u64::MAX,
             }),
-            publish_by: std::time::Instant::now() + PUBLISH_WAIT,
+            publish_by,
             shards_claimed: AtomicU64::new(u64::MAX),
             shard_source: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),

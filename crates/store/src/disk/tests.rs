@@ -142,8 +142,13 @@ fn a_lookup_at_once_after_the_open_finds_the_checkpoints_objects() {
     e.close();
     drop(e);
     // No `wait_loaded`: the lookup races the writer thread's recovery and waits for the
-    // checkpoint to become loadable instead of missing.
-    let e = DiskEngine::open(cfg(dir.path())).expect("open");
+    // checkpoint to become loadable instead of missing. A generous bound, so that a loaded
+    // test machine cannot make it flaky; with 0 the lookup misses.
+    let e = DiskEngine::open(DiskConfig {
+        publish_wait: Duration::from_secs(10),
+        ..cfg(dir.path())
+    })
+    .expect("open");
     assert!(
         e.maybe_has(e.hash(b"k17")),
         "the first lookup after the open"
