@@ -192,16 +192,16 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         primary: &[u8],
         select: impl Fn(&Object<M>) -> bool,
     ) -> Option<Arc<Object<M>>> {
-        let hash = self.inner.hasher.hash_one(primary);
-        let shard = self.inner.shard(hash);
-        let hit = shard.read().hit(hash, primary, &select)?;
-        bump(&shard.counters.hits);
-        Some(self.inner.file_on_first_hit(shard, hash, primary, hit))
+        match self.probe(primary, &select) {
+            Probe::Hit(object) => Some(object),
+            Probe::Stored | Probe::Absent => None,
+        }
     }
 
     /// [`MemoryStore::lookup_no_fill`], also saying, when no variant is selected, whether
     /// any is stored: the tiered store asks the disk only when none is (memory is newer),
-    /// and this answers both under one lock and one hash.
+    /// and this answers both under one lock and one hash (the second question costs a
+    /// probe of the locked table only when nothing was selected).
     pub(crate) fn probe(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Probe<M> {
         let hash = self.inner.hasher.hash_one(primary);
         let shard = self.inner.shard(hash);
