@@ -19,7 +19,7 @@ use super::format::{
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
-use super::segment::{read_cached_at, read_new_at, SegFile};
+use super::segment::{read_cached_at, read_new_at, read_uncached_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
 pub(crate) trait Demoted: Send + Sync {
@@ -530,7 +530,15 @@ impl DiskEngine {
                 Some(prefix) => prefix,
                 None => return Err(ReadError::WouldBlock),
             }
+        } else if loc.len > 0 && loc.len <= 4 * CHUNK && !cached_only && !small && !loc.verified {
+            // The record's first read in this process, untouched by the workers' page-cache
+            // attempt (only small records get one): past the page cache (see
+            // `read_uncached_at`). Once verified, its reads go through the page cache, which
+            // `sendfile` serves later hits from.
+            read_uncached_at(&seg, loc.len as usize, loc.offset)?
         } else if loc.len > 0 && loc.len <= 4 * CHUNK && !cached_only {
+            // A small record whose page-cache attempt on the worker started reading it into
+            // the cache (`RWF_NOWAIT` reads start readahead), or a verified one.
             read_new_at(&seg.file, loc.len as usize, loc.offset)?
         } else if loc.len > 0 && loc.len <= 4 * CHUNK {
             // `preadv2` wants initialised memory: malloc and memset, not calloc (see

@@ -104,6 +104,13 @@
 //! would block, and the first read of a large body (every chunk verified), run on the read
 //! threads (`pool.rs`, 16 by default, bounded queue). io_uring was not measured.
 //!
+//! A record's first read on a read thread, when the worker did not try the page cache for
+//! it (records above 64 KiB), goes past the page cache (`O_DIRECT`, `segment.rs`
+//! `read_uncached_at`): no page allocated, inserted and copied out for a record that is
+//! either promoted into memory or, once verified, read again through the page cache for
+//! `sendfile`. A `RWF_NOWAIT` read of uncached pages starts reading them in (readahead), so
+//! a small record the worker tried is then read through the page cache, not past it.
+//!
 mod config;
 mod engine;
 mod format;

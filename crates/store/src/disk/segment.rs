@@ -18,6 +18,9 @@ use super::hash::siphash13;
 pub(crate) struct SegFile {
     pub(crate) id: u32,
     pub(crate) file: std::sync::Arc<File>,
+    /// The same file opened with `O_DIRECT`, for records' first reads (see
+    /// [`read_uncached_at`]); `None` where the file system refuses it (tmpfs).
+    direct: Option<File>,
 }
 
 pub(crate) fn seg_path(dir: &Path, id: u32) -> PathBuf {
@@ -53,10 +56,101 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
     // bench/RESULTS.md 2026-11-27); a read of N bytes still reads them in one request.
     // Only advice: a kernel that refuses it reads as before.
     let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
+    use rustix::fs::{Mode, OFlags};
+    let direct = rustix::fs::open(
+        seg_path(dir, id),
+        OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .map(File::from);
     Ok(SegFile {
         id,
         file: std::sync::Arc::new(file),
+        direct,
     })
+}
+
+/// `O_DIRECT` wants the file offset, the length and the buffer aligned to the device's
+/// logical block; a page satisfies every device Linux supports.
+const DIRECT_ALIGN: usize = 4096;
+
+/// Reads exactly `len` bytes at `at` from the device past the page cache (`O_DIRECT`),
+/// for a record's first read: as [`read_new_at`] where the file system refuses it. A cold
+/// read through the page cache allocated, charged and inserted a page for every 4 KiB, then
+/// copied them out (~20 % of a cold 64 KiB hit's CPU, bench/RESULTS.md 2026-11-27), for
+/// pages that most records, read once, never use again: memory holds the small ones it
+/// promotes, and a large body read a second time goes through the page cache, which
+/// `sendfile` serves its later hits from. No residency check first: the only one without
+/// `unsafe` (`RWF_NOWAIT`) starts reading the pages it asks about. Cached or dirty pages
+/// are still read correctly (the kernel writes dirty ones back first), only not from memory.
+pub(crate) fn read_uncached_at(seg: &SegFile, len: usize, at: u64) -> io::Result<bytes::BytesMut> {
+    if let Some(direct) = &seg.direct {
+        if let Some(b) = read_direct(direct, len, at)? {
+            return Ok(b);
+        }
+    }
+    read_new_at(&seg.file, len, at)
+}
+
+/// The `O_DIRECT` read of [`read_uncached_at`]: the aligned blocks around the range, one
+/// `pread`, the range sliced out without a copy. `None` when the file system refused the
+/// read (`EINVAL`) or it came short (the caller then reads through the page cache, which
+/// reports a short file properly).
+fn read_direct(direct: &File, len: usize, at: u64) -> io::Result<Option<bytes::BytesMut>> {
+    use rustix::io::{pread, Errno};
+    let start = at - at % DIRECT_ALIGN as u64;
+    let skip = (at - start) as usize;
+    let span = (skip + len).next_multiple_of(DIRECT_ALIGN);
+    let (mut v, base) = direct_buffer(span);
+    let read = if v.len() == base {
+        // The aligned spare capacity is exactly the span: the read fills it, unzeroed.
+        pread(direct, rustix::buffer::spare_capacity(&mut v), start)
+    } else {
+        pread(direct, &mut v[base..base + span], start)
+    };
+    match read {
+        Ok(n) if n >= skip + len => {}
+        Ok(_) | Err(Errno::INVAL | Errno::INTR) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let (from, to) = (base + skip, base + skip + len);
+    // Keep the blocks around the range only when they add little (the callers' records are
+    // above 64 KiB): a small record would hold three pages for a few hundred bytes.
+    if v.capacity() - len > len / 4 {
+        return Ok(Some(bytes::BytesMut::from(&v[from..to])));
+    }
+    let mut b = bytes::BytesMut::from(bytes::Bytes::from(v));
+    let _ = b.split_to(from);
+    b.truncate(len);
+    Ok(Some(b))
+}
+
+/// A buffer for a direct read of `span` bytes, and where in it the read goes (`base`,
+/// aligned). Preferably its length is `base` and its spare capacity exactly `span`, so the
+/// read need not zero it first (the memset was ~10 % of a read thread's samples on cold
+/// 64 KiB hits, bench/RESULTS.md 2026-11-27); the allocator places a buffer where it likes
+/// (jemalloc offsets large ones by cache lines), and the exact spare capacity comes from
+/// shrinking the padded buffer, which the allocator may do in place or not. Otherwise, a
+/// zeroed buffer with a block to spare (length past `base + span`).
+fn direct_buffer(span: usize) -> (Vec<u8>, usize) {
+    let mut v: Vec<u8> = Vec::with_capacity(span + DIRECT_ALIGN);
+    let base = v.as_ptr().align_offset(DIRECT_ALIGN);
+    v.resize(base, 0);
+    v.shrink_to(base + span);
+    if v.capacity() == base + span && v.as_ptr().wrapping_add(base).align_offset(DIRECT_ALIGN) == 0
+    {
+        return (v, base);
+    }
+    // Not `vec![0; n]`: that is calloc (see `read_new_at`).
+    #[allow(clippy::slow_vector_initialization)]
+    let v = {
+        let mut v: Vec<u8> = Vec::with_capacity(span + DIRECT_ALIGN);
+        v.resize(span + DIRECT_ALIGN, 0);
+        v
+    };
+    let base = v.as_ptr().align_offset(DIRECT_ALIGN);
+    (v, base)
 }
 
 /// Reads exactly `buf.len()` bytes at `at`, or fails (short file = `UnexpectedEof`).
@@ -235,5 +329,40 @@ mod tests {
         assert_eq!(read_new_at(&f, 0, 5).unwrap().len(), 0);
         let short = read_new_at(&f, 1_000, 199_500).unwrap_err();
         assert_eq!(short.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn an_uncached_read_returns_exactly_the_range_at_any_alignment() {
+        // /var/tmp is a disk file system where there is one; tmpfs refuses O_DIRECT, and
+        // the read then goes through the page cache: the same bytes either way.
+        let dir = tempfile::tempdir_in("/var/tmp")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(seg_path(dir.path(), 7), &data).unwrap();
+        let seg = open(dir.path(), 7, false).unwrap();
+        let direct = seg.direct.is_some();
+        for (at, len) in [
+            (0, 4096),
+            (12_345, 70_000),
+            (4096, 65_536),
+            (299_000, 1_000),
+            (5, 3),
+        ] {
+            let b = read_uncached_at(&seg, len, at as u64).unwrap();
+            assert_eq!(&b[..], &data[at..at + len], "{len} bytes at {at}");
+            if let Some(f) = &seg.direct {
+                let d = read_direct(f, len, at as u64)
+                    .unwrap()
+                    .expect("a direct read");
+                assert_eq!(&d[..], &data[at..at + len], "direct: {len} bytes at {at}");
+            }
+        }
+        let short = read_uncached_at(&seg, 2_000, 299_500).unwrap_err();
+        assert_eq!(
+            short.kind(),
+            io::ErrorKind::UnexpectedEof,
+            "direct: {direct}"
+        );
     }
 }
