@@ -18,9 +18,30 @@ use super::hash::siphash13;
 pub(crate) struct SegFile {
     pub(crate) id: u32,
     pub(crate) file: std::sync::Arc<File>,
-    /// The same file opened with `O_DIRECT`, for records' first reads (see
-    /// [`read_uncached_at`]); `None` where the file system refuses it (tmpfs).
-    direct: Option<File>,
+    /// The same file opened with `O_DIRECT` at its first uncached read (see
+    /// [`read_uncached_at`]; a descriptor more only for segments read cold); `None` where
+    /// the file system refuses it (tmpfs) or the file is gone (reclaimed).
+    direct: std::sync::OnceLock<Option<File>>,
+    path: PathBuf,
+}
+
+impl SegFile {
+    fn direct(&self) -> Option<&File> {
+        self.direct
+            .get_or_init(|| {
+                use rustix::fs::{Mode, OFlags};
+                let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
+                let direct = File::from(rustix::fs::open(&self.path, flags, Mode::empty()).ok()?);
+                // The path names this segment's file unless it was reclaimed: then it may
+                // be gone, or (a disk emptied and refilled) another file of the same name.
+                let (a, b) = (
+                    rustix::fs::fstat(&direct).ok()?,
+                    rustix::fs::fstat(&*self.file).ok()?,
+                );
+                (a.st_dev == b.st_dev && a.st_ino == b.st_ino).then_some(direct)
+            })
+            .as_ref()
+    }
 }
 
 pub(crate) fn seg_path(dir: &Path, id: u32) -> PathBuf {
@@ -56,18 +77,11 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
     // bench/RESULTS.md 2026-11-27); a read of N bytes still reads them in one request.
     // Only advice: a kernel that refuses it reads as before.
     let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Random);
-    use rustix::fs::{Mode, OFlags};
-    let direct = rustix::fs::open(
-        seg_path(dir, id),
-        OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()
-    .map(File::from);
     Ok(SegFile {
         id,
         file: std::sync::Arc::new(file),
-        direct,
+        direct: std::sync::OnceLock::new(),
+        path: seg_path(dir, id),
     })
 }
 
@@ -85,7 +99,7 @@ const DIRECT_ALIGN: usize = 4096;
 /// `unsafe` (`RWF_NOWAIT`) starts reading the pages it asks about. Cached or dirty pages
 /// are still read correctly (the kernel writes dirty ones back first), only not from memory.
 pub(crate) fn read_uncached_at(seg: &SegFile, len: usize, at: u64) -> io::Result<bytes::BytesMut> {
-    if let Some(direct) = &seg.direct {
+    if let Some(direct) = seg.direct() {
         if let Some(b) = read_direct(direct, len, at)? {
             return Ok(b);
         }
@@ -341,7 +355,7 @@ mod tests {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(seg_path(dir.path(), 7), &data).unwrap();
         let seg = open(dir.path(), 7, false).unwrap();
-        let direct = seg.direct.is_some();
+        let direct = seg.direct().is_some();
         for (at, len) in [
             (0, 4096),
             (12_345, 70_000),
@@ -351,7 +365,7 @@ mod tests {
         ] {
             let b = read_uncached_at(&seg, len, at as u64).unwrap();
             assert_eq!(&b[..], &data[at..at + len], "{len} bytes at {at}");
-            if let Some(f) = &seg.direct {
+            if let Some(f) = seg.direct() {
                 let d = read_direct(f, len, at as u64)
                     .unwrap()
                     .expect("a direct read");
@@ -364,5 +378,20 @@ mod tests {
             io::ErrorKind::UnexpectedEof,
             "direct: {direct}"
         );
+    }
+
+    #[test]
+    fn an_uncached_read_of_a_replaced_file_reads_the_segments_own_bytes() {
+        let dir = tempfile::tempdir_in("/var/tmp")
+            .or_else(|_| tempfile::tempdir())
+            .unwrap();
+        std::fs::write(seg_path(dir.path(), 3), vec![b'a'; 100_000]).unwrap();
+        let seg = open(dir.path(), 3, false).unwrap();
+        // Reclaimed, and another file under its name: never read in its place.
+        std::fs::remove_file(seg_path(dir.path(), 3)).unwrap();
+        std::fs::write(seg_path(dir.path(), 3), vec![b'b'; 100_000]).unwrap();
+        let b = read_uncached_at(&seg, 70_000, 1_000).unwrap();
+        assert!(b.iter().all(|&c| c == b'a'));
+        assert!(seg.direct().is_none());
     }
 }
