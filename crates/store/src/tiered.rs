@@ -114,29 +114,30 @@ use disk_read::{fill_from_disk, segment_object, SegmentBodies, SegmentTarget};
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
 pub trait Persist: Sized {
-    /// Appends the encoded metadata to `out`.
-    fn encode(&self, out: &mut Vec<u8>);
+    /// Appends the encoded metadata of the object whose stored head is `head` to `out`.
+    fn encode(&self, head: &[u8], out: &mut Vec<u8>);
     /// Rebuilds the metadata from what `encode` wrote and the stored head; `None` if it
-    /// cannot (an object that is then treated as a miss).
-    fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self>;
+    /// cannot (an object that is then treated as a miss). `bytes` is a slice of the record
+    /// read back, as `head` is: parts of it may be kept as slices rather than copied.
+    fn decode(head: &Bytes, bytes: &Bytes) -> Option<Self>;
 }
 
 /// Shared metadata persists as what it shares (the proxy's `Meta` is an `Arc`).
 impl<T: Persist> Persist for Arc<T> {
-    fn encode(&self, out: &mut Vec<u8>) {
-        T::encode(self, out);
+    fn encode(&self, head: &[u8], out: &mut Vec<u8>) {
+        T::encode(self, head, out);
     }
-    fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self> {
+    fn decode(head: &Bytes, bytes: &Bytes) -> Option<Self> {
         T::decode(head, bytes).map(Arc::new)
     }
 }
 
 impl Persist for u32 {
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, _head: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
-    fn decode(_head: &Bytes, bytes: &[u8]) -> Option<Self> {
-        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    fn decode(_head: &Bytes, bytes: &Bytes) -> Option<Self> {
+        Some(u32::from_le_bytes(bytes[..].try_into().ok()?))
     }
 }
 
@@ -196,7 +197,7 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
         Object::head(self)
     }
     fn encode_meta(&self, out: &mut Vec<u8>) {
-        self.meta().encode(out);
+        self.meta().encode(self.head(), out);
     }
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {
         self.body().to_chunks()
