@@ -217,8 +217,13 @@ struct Disks {
 
 impl Disks {
     fn index_for_key(&self, primary: &[u8]) -> Option<usize> {
-        let n = self.engines.len();
-        (n > 0).then(|| crc32c::crc32c(primary) as usize % n)
+        match self.engines.len() {
+            0 => None,
+            // One disk (the usual case) needs no hash: this runs on every disk lookup and
+            // every eviction.
+            1 => Some(0),
+            n => Some(crc32c::crc32c(primary) as usize % n),
+        }
     }
 
     fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
@@ -443,9 +448,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         }
         let on_disk = self.disks.for_key(primary).and_then(|disk| {
             let hash = disk.hash(primary);
-            disk.maybe_has(hash).then_some((disk, hash))
+            let locs = disk.locate(hash);
+            (!locs.is_empty()).then_some((disk, hash, locs))
         });
-        let Some((disk, hash)) = on_disk else {
+        let Some((disk, hash, locs)) = on_disk else {
             return self.memory.lookup(primary, select);
         };
         // A record in the page cache is read here, before any fill is registered: a
@@ -453,7 +459,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // (bench/RESULTS.md, 2026-11-26). Small records are read whole; a large body this
         // process verified before is sent from its segment, only its prefix read.
         if self.cached_reads {
-            if let Some(records) = disk.read_all_cached(primary, hash, self.segment_body_min) {
+            if let Some(records) = disk.read_all_cached(primary, hash, locs, self.segment_body_min)
+            {
                 return self.serve_cached(records, primary, select);
             }
         }
