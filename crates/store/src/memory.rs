@@ -354,27 +354,27 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     /// so registering one (a write lock, a shared fill state, a ticket) only to commit it
     /// at once cost a 4 KiB disk hit ~1.4 µs (bench/RESULTS.md, 2026-11-27). Skipped
     /// (false) when a variant is stored or a fill for the key is in progress (either is
-    /// newer than the disk's copy), or when the object does not fit.
-    pub(crate) fn promote(&self, primary: &[u8], object: Object<M>) -> bool {
+    /// newer than the disk's copy), or when the object does not fit. `primary` becomes the
+    /// stored key as it is (the disk read's slice: no copy).
+    pub(crate) fn promote(&self, primary: Bytes, object: Object<M>) -> bool {
         let inner = &self.inner;
-        let hash = inner.hasher.hash_one(primary);
+        let hash = inner.hasher.hash_one(&primary[..]);
         let shard = inner.shard(hash);
         let size = object.accounted_size(primary.len());
-        if size > inner.max_object || shard.read().has_primary_or_fill(hash, primary) {
+        if size > inner.max_object || shard.read().has_primary_or_fill(hash, &primary) {
             return false;
         }
         // No lock is held while reserving: eviction may need any shard's lock.
         if !inner.reserve(inner.shard_index(hash), size) {
             return false;
         }
-        let ghost_key = inner.ghost_key(hash, primary, object.secondary());
+        let ghost_key = inner.ghost_key(hash, &primary, object.secondary());
         let mut st = shard.write();
-        if st.has_primary_or_fill(hash, primary) {
+        if st.has_primary_or_fill(hash, &primary) {
             drop(st);
             inner.release(size);
             return false;
         }
-        let primary = Bytes::copy_from_slice(primary);
         st.insert(hash, &primary, Arc::new(object), size, ghost_key);
         bump(&shard.counters.insertions);
         true

@@ -205,8 +205,8 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
     fn disk_size(&self) -> u64 {
         self.head().len() as u64 + self.body_len() + self.secondary().len() as u64 + 256
     }
-    fn written(&self) {
-        self.set_on_disk();
+    fn written(&self, hash: u64) {
+        self.set_on_disk(hash);
     }
 }
 
@@ -322,10 +322,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             let Some(disk) = for_hook.for_key(&primary) else {
                 return;
             };
-            let hash = disk.hash(&primary);
-            if object.on_disk() && disk.maybe_has(hash) {
-                return;
-            }
+            // An object read from the disk (or written to it) knows the disk's hash of its
+            // key: a promoted object evicted again costs no second hash of the key.
+            let hash = match object.on_disk() {
+                Some(hash) if disk.maybe_has(hash) => return,
+                Some(hash) => hash,
+                None => disk.hash(&primary),
+            };
             // Unearned: written only if it left memory unearned once before, within about
             // the disks' horizon (see `disk_ghost.rs`).
             let size = object.head().len() as u64 + object.body_len();
@@ -405,7 +408,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 break;
             };
             let disk = &self.disks.engines[i];
-            if object.on_disk() && disk.maybe_has(disk.hash(&primary)) {
+            if object.on_disk().is_some_and(|hash| disk.maybe_has(hash)) {
                 r.on_disk += 1;
                 continue;
             }
@@ -538,8 +541,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             meta,
             rec.secondary,
         );
-        kept.set_on_disk();
-        self.memory.promote(primary, kept);
+        kept.set_on_disk(rec.hash);
+        self.memory.promote(rec.primary, kept);
         Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use smallvec::SmallVec;
 
 use super::config::{Counters, DiskConfig, DiskStats};
@@ -30,8 +30,9 @@ pub(crate) trait Demoted: Send + Sync {
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>>;
     /// Approximate bytes it will take (for the queue bound and the write budget).
     fn disk_size(&self) -> u64;
-    /// Called once its record is placed in the log (written within `flush_interval`).
-    fn written(&self) {}
+    /// Called once its record is placed in the log (written within `flush_interval`), with
+    /// the disk's hash of its key.
+    fn written(&self, _hash: u64) {}
 }
 
 pub(crate) enum Cmd {
@@ -145,6 +146,8 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub(crate) struct DiskRecord {
     pub(crate) seq: u64,
+    /// The key, a slice of the record as read (a promotion keeps it without a copy).
+    pub(crate) primary: Bytes,
     pub(crate) secondary: Bytes,
     pub(crate) meta: Bytes,
     pub(crate) head: Bytes,
@@ -608,17 +611,13 @@ impl DiskEngine {
             read_body(&seg, body_at, h.body_len, p.chunk_crcs)?
         };
         let mut fixed = prefix.freeze();
-        let mut take = |n: usize| {
-            let part = fixed.slice(..n);
-            fixed = fixed.slice(n..);
-            part
-        };
-        take(HEADER_LEN + lens[0]);
+        fixed.advance(HEADER_LEN);
         Ok(Some(DiskRecord {
             seq: h.seq,
-            secondary: take(lens[1]),
-            meta: take(lens[2]),
-            head: take(lens[3]),
+            primary: fixed.split_to(lens[0]),
+            secondary: fixed.split_to(lens[1]),
+            meta: fixed.split_to(lens[2]),
+            head: fixed.split_to(lens[3]),
             body,
             body_len: h.body_len,
             in_file,
