@@ -78,10 +78,14 @@ impl HeadLayout {
             .strip_prefix(version)?
             .strip_prefix(b" ")?;
         // As `build` writes it: three digits for any valid code (RFC 9110 §15).
-        if code.len() != 3 || head[reason_start - 1] != b' ' || reason_end < reason_start {
+        let &[a, b, c] = code else { return None };
+        if ![a, b, c].iter().all(u8::is_ascii_digit)
+            || head[reason_start - 1] != b' '
+            || reason_end < reason_start
+        {
             return None;
         }
-        let status = std::str::from_utf8(code).ok()?.parse().ok()?;
+        let status = u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0');
         let mut at = reason_end;
         let mut spans = Vec::with_capacity(lines);
         for _ in 0..lines {
@@ -274,7 +278,15 @@ fn put_varint(out: &mut Vec<u8>, mut n: u32) {
 }
 
 /// What [`put_varint`] wrote at the start of `bytes` (advanced past it).
+#[inline]
 fn take_varint(bytes: &mut &[u8]) -> Option<u32> {
+    // Nearly every length is below 128: one byte.
+    if let Some((&b, rest)) = bytes.split_first() {
+        if b < 0x80 {
+            *bytes = rest;
+            return Some(u32::from(b));
+        }
+    }
     let mut n = 0u32;
     for shift in (0..35).step_by(7) {
         let (&b, rest) = bytes.split_first()?;
