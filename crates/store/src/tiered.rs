@@ -103,7 +103,7 @@ use bytes::Bytes;
 use crate::config::StoreConfig;
 use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, LockWait, ReadPool};
 use crate::disk_ghost::DiskGhost;
-use crate::memory::{EvictHook, MemoryStore, Probe};
+use crate::memory::{EvictHook, KeyHash, MemoryStore, Probe};
 use crate::object::{Body, Object};
 use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
@@ -440,12 +440,12 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // a hash of their map on every hit while it held any). Memory wins over a segment
         // body anyway (see "Large bodies"), so asking it first changes no answer; a miss
         // pays one more read-locked probe before it registers its fill below.
-        match self.memory.probe(primary, select) {
+        let memory_hash = match self.memory.probe(primary, select) {
             Probe::Hit(object) => return Lookup::Hit(object),
             // Memory holds a variant, newer than any on disk: memory decides.
             Probe::Stored => return self.memory.lookup(primary, select),
-            Probe::Absent => {}
-        }
+            Probe::Absent(hash) => hash,
+        };
         if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
         }
@@ -464,7 +464,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if self.cached_reads {
             if let Some(records) = disk.read_all_cached(primary, hash, locs, self.segment_body_min)
             {
-                return self.serve_cached(records, primary, select);
+                return self.serve_cached(records, primary, memory_hash, select);
             }
         }
         let writer = match self.memory.lookup(primary, select) {
@@ -503,6 +503,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         &self,
         records: Vec<DiskRecord>,
         primary: &[u8],
+        memory_hash: KeyHash,
         select: &dyn Fn(&Object<M>) -> bool,
     ) -> Lookup<M> {
         let usable = records
@@ -542,7 +543,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             rec.secondary,
         );
         kept.set_on_disk(rec.hash);
-        self.memory.promote(rec.primary, kept);
+        self.memory.promote(rec.primary, memory_hash, kept);
         Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 
