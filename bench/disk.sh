@@ -7,6 +7,7 @@
 #                         [--hit-memory SIZE]
 #   bench/disk.sh cold [--sizes 4k,64k] [--hit-objects N] [--duration S] [--conns C]
 #                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches)
+#   bench/disk.sh count   [--cg-hits N] [--cg-prime N]  (callgrind: Ir per 4 KiB disk hit and memory hit)
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
@@ -15,6 +16,7 @@ BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 RUN=${DISK_RUN:-$BENCH_DIR/run-disk}  # DISK_RUN: a second run beside another
 source "$BENCH_DIR/lib/common.sh"
 source "$BENCH_DIR/lib/diskpeers.sh"
+source "$BENCH_DIR/lib/diskcount.sh"
 
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
@@ -43,13 +45,15 @@ while (($#)); do
         --peer-disk-mb) PEER_DISK_MB=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --read-threads) READ_THREADS=$2; shift ;;
+        --cg-hits) COUNT_HITS=$2; shift ;;
+        --cg-prime) COUNT_PRIME=$2; shift ;;
         --disk-root) DISK_ROOT=$2; shift ;;
         --port) PORT=$2; ORIGIN_PORT=$(($2 - 1)); shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
-[[ $MODE == restart || $MODE == hitcost || $MODE == cold || $MODE == peers ]] || { sed -n 2,11p "$0"; exit 2; }
+[[ $MODE == restart || $MODE == hitcost || $MODE == cold || $MODE == peers || $MODE == count ]] || { sed -n 2,12p "$0"; exit 2; }
 [[ -x $SEPIA_BIN ]] || { echo "no Sepia binary at $SEPIA_BIN (build with cargo build --release -p sepia or pass --sepia-bin)" >&2; exit 1; }
 trap cleanup EXIT
 raise_fd_limit
@@ -296,6 +300,7 @@ meta() { :; }
 case $MODE in
     restart) restart_bench ;;
     hitcost) hitcost_bench ;;
+    count) count_bench ;;
     cold) cold_bench ;;
     peers) peers_bench ;;
 esac

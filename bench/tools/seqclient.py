@@ -7,6 +7,8 @@ after the previous response was read in full (one request per read on the proxy'
     seqclient.py --port P --n 5000 --unique PREFIX --dir v --header 'Accept-Encoding: gzip'
                                                        /v/PREFIX-<i> (Vary'd misses)
     seqclient.py --port P --n 5000 --path /ns/page     one no-store URL (every request passes)
+    seqclient.py --port P --n 2000 --unique PREFIX --dir s/4k --first 800
+                                                       /s/4k/PREFIX-800 .. -2799 (disk.sh count)
 
 count.sh uses it to count syscalls and instructions per request where ab cannot help
 (ab cannot vary the URL). Exits non-zero unless all N responses were 200.
@@ -48,6 +50,7 @@ def main():
     ap.add_argument("--path", default="/1k")
     ap.add_argument("--unique", help="prefix: request /<dir>/<prefix>-<i> instead of --path")
     ap.add_argument("--dir", default="u", help="the origin's folder for --unique (u, v, ns)")
+    ap.add_argument("--first", type=int, default=0, help="--unique: the first <i> (then N in a row)")
     ap.add_argument("--header", action="append", default=[], help="a request field, 'Name: value'")
     args = ap.parse_args()
     sock = socket.create_connection(("127.0.0.1", args.port))
@@ -55,7 +58,7 @@ def main():
     host = f"127.0.0.1:{args.port}"
     extra = "".join(f"{h}\r\n" for h in args.header)
     buf, bad = b"", 0
-    for i in range(args.n):
+    for i in range(args.first, args.first + args.n):
         path = f"/{args.dir}/{args.unique}-{i}" if args.unique else args.path
         sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n".encode())
         status, buf = read_response(sock, buf)

@@ -1,32 +1,37 @@
 //! [`StoredMeta`] kept beside a response in a persistent store, and read back.
 //!
-//! What can be read again from the stored head (dates, validators, `Age`, `Vary`,
-//! `Content-Language`, `Content-Length`) is parsed again on the way back, as at store time.
-//! What depended on the configuration when the response was stored is kept instead: which
-//! field governed (a targeted field, RFC 9213, chosen by the listener's target list), its
-//! directives, `Expires` as it applied, the freshness lifetime (heuristic rules by URL,
-//! RFC 9111 §4.2.2) and the times of the exchange (§4.2.3). A response restored after a
-//! restart is then fresh for exactly as long as it would have been without one.
+//! Everything is kept, so that reading a stored response back parses nothing: what depended
+//! on the configuration when the response was stored (which field governed, a targeted field
+//! of RFC 9213 chosen by the listener's target list, its directives, `Expires` as it applied,
+//! the freshness lifetime with heuristic rules by URL, RFC 9111 §4.2.2, and the times of the
+//! exchange, §4.2.3), and since version 2 what the stored head would give again too (dates,
+//! validators, `Age`, `Vary`, `Content-Language`, `Content-Length`): parsing those on every
+//! disk hit was about a fifth of what a 4 KiB disk hit cost beyond a memory hit
+//! (bench/RESULTS.md, 2026-11-27). A response restored after a restart is then fresh for
+//! exactly as long as it would have been without one, and its metadata is the one it was
+//! stored with. The byte strings (validators, `Vary` names, `Content-Language`) come back as
+//! slices of the encoding, not copies.
 
 use crate::age::AgeHeader;
 use crate::cache_control::ResponseCacheControl;
-use crate::dates::{first_date, Expires};
-use crate::fields::Fields;
+use crate::dates::Expires;
 use crate::stored::StoredMeta;
 use crate::targeted::PolicySource;
 use crate::vary::Vary;
 use bytes::Bytes;
-use sepia_http1::HeaderId;
 
-/// Format of the encoding; a different byte is not read (the object is a miss).
-const VERSION: u8 = 1;
+/// Format of the encoding; a different byte is not read (the object is a miss). Version 1
+/// kept only what the head could not give back; its records are misses since version 2.
+const VERSION: u8 = 2;
 
-/// Bytes [`StoredMeta::encode`] writes (the tests check every encoding has this length).
+/// Bytes [`StoredMeta::encode`] writes when no optional field is present (the tests check
+/// every encoding against it).
 #[cfg(test)]
-pub(crate) const ENCODED_LEN: usize = 1 + 8 + 8 + 2 + 2 + 4 * 5 + 1 + 9 + 8 + 1 + 8;
+pub(crate) const FIXED_LEN: usize =
+    1 + 8 + 8 + 2 + 2 + 4 * 5 + 1 + 9 + 8 + 1 + 8 + 9 + 9 + 5 + 9 + 1 + 1 + 1 + 1;
 
 impl StoredMeta {
-    /// Appends the metadata that cannot be read again from the stored head (see the module).
+    /// Appends the metadata (see the module).
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.push(VERSION);
         out.extend_from_slice(&self.request_time.to_le_bytes());
@@ -48,12 +53,40 @@ impl StoredMeta {
         out.extend_from_slice(&self.freshness_lifetime.to_le_bytes());
         out.push(u8::from(self.heuristic));
         out.extend_from_slice(&self.corrected_initial_age.to_le_bytes());
+        // Version 2: what the head gives, as it was read at store time.
+        put_u64_opt(out, self.date);
+        put_u64_opt(out, self.last_modified);
+        let (tag, seconds) = match self.age {
+            AgeHeader::Absent => (0u8, 0),
+            AgeHeader::Invalid => (1, 0),
+            AgeHeader::Seconds(s) => (2, s),
+        };
+        out.push(tag);
+        out.extend_from_slice(&seconds.to_le_bytes());
+        put_u64_opt(out, self.content_length);
+        match &self.vary {
+            Vary::None => out.push(0),
+            Vary::Star => out.push(1),
+            Vary::Fields(names) => {
+                out.push(2);
+                put_bytes(out, names);
+            }
+        }
+        for b in [&self.last_modified_raw, &self.etag, &self.content_language] {
+            match b {
+                None => out.push(0),
+                Some(b) => {
+                    out.push(1);
+                    put_bytes(out, b);
+                }
+            }
+        }
     }
 
-    /// The metadata of a stored response whose fields are `response`, from what
-    /// [`StoredMeta::encode`] wrote; `None` if `bytes` is not that (another version, cut
-    /// short, or values that cannot be). Returns the bytes after the encoding too.
-    pub fn decode<'b, F: Fields>(response: &F, bytes: &'b [u8]) -> Option<(StoredMeta, &'b [u8])> {
+    /// The metadata [`StoredMeta::encode`] wrote at the start of `bytes`; `None` if it is
+    /// not that (another version, cut short, or values that cannot be). Returns the bytes
+    /// after the encoding too. Byte strings are slices of `bytes`.
+    pub fn decode(bytes: &Bytes) -> Option<(StoredMeta, &[u8])> {
         let mut r = Reader(bytes);
         if r.u8()? != VERSION {
             return None;
@@ -79,30 +112,44 @@ impl StoredMeta {
             _ => return None,
         };
         let corrected_initial_age = r.u64()?;
-        let last_modified_raw = response.first(HeaderId::LastModified);
-        let vary = Vary::parse(response);
-        let content_language = crate::stored::kept_content_language(&vary, response);
+        let date = r.u64_opt()?;
+        let last_modified = r.u64_opt()?;
+        let age = match (r.u8()?, r.u32()?) {
+            (0, _) => AgeHeader::Absent,
+            (1, _) => AgeHeader::Invalid,
+            (2, s) => AgeHeader::Seconds(s),
+            _ => return None,
+        };
+        let content_length = r.u64_opt()?;
+        let vary = match r.u8()? {
+            0 => Vary::None,
+            1 => Vary::Star,
+            2 => Vary::Fields(bytes.slice_ref(r.bytes()?)),
+            _ => return None,
+        };
+        let mut opt_bytes = || match r.u8()? {
+            0 => Some(None),
+            1 => r.bytes().map(|b| Some(bytes.slice_ref(b))),
+            _ => None,
+        };
+        let last_modified_raw = opt_bytes()?;
+        let etag = opt_bytes()?;
+        let content_language = opt_bytes()?;
         let meta = StoredMeta {
             request_time,
             response_time,
             status,
             cache_control,
             source,
-            date: first_date(response, HeaderId::Date, response_time),
+            date,
             expires,
-            last_modified: last_modified_raw
-                .and_then(|lm| crate::dates::parse_http_date(lm, response_time)),
-            last_modified_raw: last_modified_raw.map(Bytes::copy_from_slice),
-            etag: response
-                .first(HeaderId::ETag)
-                .filter(|e| !e.is_empty())
-                .map(Bytes::copy_from_slice),
-            age: AgeHeader::parse(response),
+            last_modified,
+            last_modified_raw,
+            etag,
+            age,
             vary,
             content_language,
-            content_length: response
-                .first(HeaderId::ContentLength)
-                .and_then(crate::stored::parse_content_length),
+            content_length,
             freshness_lifetime,
             heuristic,
             corrected_initial_age,
@@ -111,10 +158,22 @@ impl StoredMeta {
     }
 }
 
+fn put_u64_opt(out: &mut Vec<u8>, n: Option<u64>) {
+    out.push(u8::from(n.is_some()));
+    out.extend_from_slice(&n.unwrap_or(0).to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    // A stored head is far below 4 GiB (the codec caps it), and these are parts of it.
+    let len = u32::try_from(b.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&b[..len as usize]);
+}
+
 /// Little-endian fields read off the front of a slice.
 pub(crate) struct Reader<'b>(pub &'b [u8]);
 
-impl Reader<'_> {
+impl<'b> Reader<'b> {
     fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
         let (head, rest) = self.0.split_first_chunk::<N>()?;
         self.0 = rest;
@@ -132,6 +191,20 @@ impl Reader<'_> {
     pub fn u64(&mut self) -> Option<u64> {
         self.take().map(u64::from_le_bytes)
     }
+    fn u64_opt(&mut self) -> Option<Option<u64>> {
+        match (self.u8()?, self.u64()?) {
+            (0, _) => Some(None),
+            (1, n) => Some(Some(n)),
+            _ => None,
+        }
+    }
+    /// A length (u32) and that many bytes.
+    fn bytes(&mut self) -> Option<&'b [u8]> {
+        let len = self.u32()? as usize;
+        let b = self.0.get(..len)?;
+        self.0 = &self.0[len..];
+        Some(b)
+    }
 }
 
 #[cfg(test)]
@@ -141,23 +214,55 @@ mod tests {
     use crate::fields::FieldList;
     use crate::targeted::TargetList;
 
-    fn round_trip(meta: &StoredMeta, response: &FieldList) {
+    fn round_trip(meta: &StoredMeta) {
         let mut out = vec![0xee];
         meta.encode(&mut out);
-        assert_eq!(out.len(), 1 + ENCODED_LEN);
+        let len = out.len() - 1;
+        let strings = [
+            meta.last_modified_raw.as_ref(),
+            meta.etag.as_ref(),
+            meta.content_language.as_ref(),
+            match &meta.vary {
+                Vary::Fields(names) => Some(names),
+                _ => None,
+            },
+        ];
+        let string_bytes: usize = strings.iter().flatten().map(|b| 4 + b.len()).sum();
+        assert_eq!(len, FIXED_LEN + string_bytes);
         out.push(0x55);
-        let (back, rest) = StoredMeta::decode(response, &out[1..]).expect("decodes");
+        let encoded = Bytes::from(out);
+        let after_marker = encoded.slice(1..);
+        let (back, rest) = StoredMeta::decode(&after_marker).expect("decodes");
         assert_eq!(&back, meta);
         assert_eq!(rest, [0x55]);
-        for cut in 0..ENCODED_LEN {
+        for cut in 0..len {
             assert!(
-                StoredMeta::decode(response, &out[1..1 + cut]).is_none(),
+                StoredMeta::decode(&encoded.slice(1..1 + cut)).is_none(),
                 "cut at {cut}"
             );
         }
-        let mut other = out[1..].to_vec();
+        let mut other = encoded[1..].to_vec();
         other[0] = VERSION + 1;
-        assert!(StoredMeta::decode(response, &other).is_none());
+        assert!(StoredMeta::decode(&Bytes::from(other)).is_none());
+    }
+
+    /// A record written by version 1 (the fixed part alone, the head-derived fields parsed
+    /// again on reading) is refused, never read as version 2: the disk copy is a miss.
+    #[test]
+    fn a_version_1_encoding_is_refused() {
+        let policy = PolicyConfig::builder().shared(true).build().unwrap();
+        let response = FieldList::from_pairs(&[("Cache-Control", "max-age=60")]);
+        let meta = StoredMeta::from_response(200, &response, 1, 2, b"k", &policy);
+        let mut v2 = Vec::new();
+        meta.encode(&mut v2);
+        // Version 1 wrote the same fixed fields, then nothing more.
+        let v1_len = 1 + 8 + 8 + 2 + 2 + 4 * 5 + 1 + 9 + 8 + 1 + 8;
+        let mut v1 = v2[..v1_len].to_vec();
+        v1[0] = 1;
+        assert!(StoredMeta::decode(&Bytes::from(v1.clone())).is_none());
+        // Followed by other bytes (the proxy's layout): refused all the same.
+        v1.extend_from_slice(&v2[v1_len..]);
+        assert!(StoredMeta::decode(&Bytes::from(v1)).is_none());
     }
 
     #[test]
@@ -195,6 +300,7 @@ mod tests {
                     ("Cache-Control", "s-maxage=9, max-age=3, private=\"x\""),
                 ],
             ),
+            (&plain, &[("Vary", "*"), ("Age", "x")]),
             (
                 &cdn,
                 &[
@@ -214,7 +320,7 @@ mod tests {
                 b"http://a/x.png",
                 policy,
             );
-            round_trip(&meta, &response);
+            round_trip(&meta);
         }
         // A heuristic lifetime from a refresh rule cannot be computed again without the rule.
         let rules = PolicyConfig::builder()
@@ -242,6 +348,6 @@ mod tests {
             &rules,
         );
         assert!(meta.heuristic);
-        round_trip(&meta, &response);
+        round_trip(&meta);
     }
 }

@@ -21,8 +21,14 @@ pub(crate) enum Probe<M> {
     Hit(Arc<Object<M>>),
     /// Variants are stored, none selected.
     Stored,
-    Absent,
+    /// Nothing stored under the key; memory's hash of it, for [`MemoryStore::promote`].
+    Absent(KeyHash),
 }
+
+/// Memory's hash of a primary key, as [`MemoryStore::probe`] computed it: a promotion
+/// right after the probe does not hash the key again.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyHash(u64);
 
 /// A sharded in-memory cache of complete responses with request collapsing.
 ///
@@ -194,7 +200,7 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     ) -> Option<Arc<Object<M>>> {
         match self.probe(primary, &select) {
             Probe::Hit(object) => Some(object),
-            Probe::Stored | Probe::Absent => None,
+            Probe::Stored | Probe::Absent(_) => None,
         }
     }
 
@@ -213,7 +219,7 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
                 Probe::Hit(self.inner.file_on_first_hit(shard, hash, primary, hit))
             }
             None if st.has_primary(hash, primary) => Probe::Stored,
-            None => Probe::Absent,
+            None => Probe::Absent(KeyHash(hash)),
         }
     }
 
@@ -354,27 +360,29 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
     /// so registering one (a write lock, a shared fill state, a ticket) only to commit it
     /// at once cost a 4 KiB disk hit ~1.4 µs (bench/RESULTS.md, 2026-11-27). Skipped
     /// (false) when a variant is stored or a fill for the key is in progress (either is
-    /// newer than the disk's copy), or when the object does not fit.
-    pub(crate) fn promote(&self, primary: &[u8], object: Object<M>) -> bool {
+    /// newer than the disk's copy), or when the object does not fit. `primary` becomes the
+    /// stored key as it is (the disk read's slice: no copy); `hash` is what the probe that
+    /// found nothing under it answered.
+    pub(crate) fn promote(&self, primary: Bytes, hash: KeyHash, object: Object<M>) -> bool {
         let inner = &self.inner;
-        let hash = inner.hasher.hash_one(primary);
+        let KeyHash(hash) = hash;
+        debug_assert_eq!(hash, inner.hasher.hash_one(&primary[..]));
         let shard = inner.shard(hash);
         let size = object.accounted_size(primary.len());
-        if size > inner.max_object || shard.read().has_primary_or_fill(hash, primary) {
+        if size > inner.max_object || shard.read().has_primary_or_fill(hash, &primary) {
             return false;
         }
         // No lock is held while reserving: eviction may need any shard's lock.
         if !inner.reserve(inner.shard_index(hash), size) {
             return false;
         }
-        let ghost_key = inner.ghost_key(hash, primary, object.secondary());
+        let ghost_key = inner.ghost_key(hash, &primary, object.secondary());
         let mut st = shard.write();
-        if st.has_primary_or_fill(hash, primary) {
+        if st.has_primary_or_fill(hash, &primary) {
             drop(st);
             inner.release(size);
             return false;
         }
-        let primary = Bytes::copy_from_slice(primary);
         st.insert(hash, &primary, Arc::new(object), size, ghost_key);
         bump(&shard.counters.insertions);
         true

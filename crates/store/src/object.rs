@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -89,6 +89,9 @@ pub struct Object<M> {
     /// A disk record holds exactly this object (it was read from one, or written to one):
     /// the tiered store does not write it again while the disk still indexes its key.
     on_disk: AtomicBool,
+    /// That disk's hash of the key (`DiskEngine::hash`), set before `on_disk`: evicting
+    /// the object asks the disk's index with it instead of hashing the key again.
+    disk_hash: AtomicU64,
     /// This handle was made by the lookup that read it from disk (the copy kept in memory
     /// is another handle): the proxy logs that hit as one from disk.
     just_read: bool,
@@ -104,6 +107,7 @@ impl<M> Object<M> {
             secondary,
             file_tried: AtomicBool::new(false),
             on_disk: AtomicBool::new(false),
+            disk_hash: AtomicU64::new(0),
             just_read: false,
         }
     }
@@ -119,14 +123,18 @@ impl<M> Object<M> {
         self.just_read
     }
 
-    /// Whether a disk record holds exactly this object (see the field).
-    pub(crate) fn on_disk(&self) -> bool {
-        self.on_disk.load(Ordering::Relaxed)
+    /// Whether a disk record holds exactly this object (see the field): then the disk's
+    /// hash of its key.
+    pub(crate) fn on_disk(&self) -> Option<u64> {
+        self.on_disk
+            .load(Ordering::Acquire)
+            .then(|| self.disk_hash.load(Ordering::Relaxed))
     }
 
-    /// Notes that a disk record holds exactly this object.
-    pub(crate) fn set_on_disk(&self) {
-        self.on_disk.store(true, Ordering::Relaxed);
+    /// Notes that a disk record holds exactly this object, under the disk's `hash` of its key.
+    pub(crate) fn set_on_disk(&self, hash: u64) {
+        self.disk_hash.store(hash, Ordering::Relaxed);
+        self.on_disk.store(true, Ordering::Release);
     }
 
     /// The pre-serialised response head (status line and header fields, ending with the
@@ -188,7 +196,9 @@ impl<M> Object<M> {
             self.secondary.clone(),
         );
         // The same bytes: a disk copy of the one is a disk copy of the other.
-        moved.on_disk.store(self.on_disk(), Ordering::Relaxed);
+        if let Some(hash) = self.on_disk() {
+            moved.set_on_disk(hash);
+        }
         moved
     }
 

@@ -103,7 +103,7 @@ use bytes::Bytes;
 use crate::config::StoreConfig;
 use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, LockWait, ReadPool};
 use crate::disk_ghost::DiskGhost;
-use crate::memory::{EvictHook, MemoryStore, Probe};
+use crate::memory::{EvictHook, KeyHash, MemoryStore, Probe};
 use crate::object::{Body, Object};
 use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
@@ -114,29 +114,30 @@ use disk_read::{fill_from_disk, segment_object, SegmentBodies, SegmentTarget};
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
 pub trait Persist: Sized {
-    /// Appends the encoded metadata to `out`.
-    fn encode(&self, out: &mut Vec<u8>);
+    /// Appends the encoded metadata of the object whose stored head is `head` to `out`.
+    fn encode(&self, head: &[u8], out: &mut Vec<u8>);
     /// Rebuilds the metadata from what `encode` wrote and the stored head; `None` if it
-    /// cannot (an object that is then treated as a miss).
-    fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self>;
+    /// cannot (an object that is then treated as a miss). `bytes` is a slice of the record
+    /// read back, as `head` is: parts of it may be kept as slices rather than copied.
+    fn decode(head: &Bytes, bytes: &Bytes) -> Option<Self>;
 }
 
 /// Shared metadata persists as what it shares (the proxy's `Meta` is an `Arc`).
 impl<T: Persist> Persist for Arc<T> {
-    fn encode(&self, out: &mut Vec<u8>) {
-        T::encode(self, out);
+    fn encode(&self, head: &[u8], out: &mut Vec<u8>) {
+        T::encode(self, head, out);
     }
-    fn decode(head: &Bytes, bytes: &[u8]) -> Option<Self> {
+    fn decode(head: &Bytes, bytes: &Bytes) -> Option<Self> {
         T::decode(head, bytes).map(Arc::new)
     }
 }
 
 impl Persist for u32 {
-    fn encode(&self, out: &mut Vec<u8>) {
+    fn encode(&self, _head: &[u8], out: &mut Vec<u8>) {
         out.extend_from_slice(&self.to_le_bytes());
     }
-    fn decode(_head: &Bytes, bytes: &[u8]) -> Option<Self> {
-        Some(u32::from_le_bytes(bytes.try_into().ok()?))
+    fn decode(_head: &Bytes, bytes: &Bytes) -> Option<Self> {
+        Some(u32::from_le_bytes(bytes[..].try_into().ok()?))
     }
 }
 
@@ -196,7 +197,7 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
         Object::head(self)
     }
     fn encode_meta(&self, out: &mut Vec<u8>) {
-        self.meta().encode(out);
+        self.meta().encode(self.head(), out);
     }
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {
         self.body().to_chunks()
@@ -204,8 +205,8 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
     fn disk_size(&self) -> u64 {
         self.head().len() as u64 + self.body_len() + self.secondary().len() as u64 + 256
     }
-    fn written(&self) {
-        self.set_on_disk();
+    fn written(&self, hash: u64) {
+        self.set_on_disk(hash);
     }
 }
 
@@ -216,8 +217,13 @@ struct Disks {
 
 impl Disks {
     fn index_for_key(&self, primary: &[u8]) -> Option<usize> {
-        let n = self.engines.len();
-        (n > 0).then(|| crc32c::crc32c(primary) as usize % n)
+        match self.engines.len() {
+            0 => None,
+            // One disk (the usual case) needs no hash: this runs on every disk lookup and
+            // every eviction.
+            1 => Some(0),
+            n => Some(crc32c::crc32c(primary) as usize % n),
+        }
     }
 
     fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
@@ -316,10 +322,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             let Some(disk) = for_hook.for_key(&primary) else {
                 return;
             };
-            let hash = disk.hash(&primary);
-            if object.on_disk() && disk.maybe_has(hash) {
-                return;
-            }
+            // An object read from the disk (or written to it) knows the disk's hash of its
+            // key: a promoted object evicted again costs no second hash of the key.
+            let hash = match object.on_disk() {
+                Some(hash) if disk.maybe_has(hash) => return,
+                Some(hash) => hash,
+                None => disk.hash(&primary),
+            };
             // Unearned: written only if it left memory unearned once before, within about
             // the disks' horizon (see `disk_ghost.rs`).
             let size = object.head().len() as u64 + object.body_len();
@@ -399,7 +408,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 break;
             };
             let disk = &self.disks.engines[i];
-            if object.on_disk() && disk.maybe_has(disk.hash(&primary)) {
+            if object.on_disk().is_some_and(|hash| disk.maybe_has(hash)) {
                 r.on_disk += 1;
                 continue;
             }
@@ -431,20 +440,21 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // a hash of their map on every hit while it held any). Memory wins over a segment
         // body anyway (see "Large bodies"), so asking it first changes no answer; a miss
         // pays one more read-locked probe before it registers its fill below.
-        match self.memory.probe(primary, select) {
+        let memory_hash = match self.memory.probe(primary, select) {
             Probe::Hit(object) => return Lookup::Hit(object),
             // Memory holds a variant, newer than any on disk: memory decides.
             Probe::Stored => return self.memory.lookup(primary, select),
-            Probe::Absent => {}
-        }
+            Probe::Absent(hash) => hash,
+        };
         if let Some(object) = self.segment_body(primary, select, true) {
             return Lookup::Hit(object);
         }
         let on_disk = self.disks.for_key(primary).and_then(|disk| {
             let hash = disk.hash(primary);
-            disk.maybe_has(hash).then_some((disk, hash))
+            let locs = disk.locate(hash);
+            (!locs.is_empty()).then_some((disk, hash, locs))
         });
-        let Some((disk, hash)) = on_disk else {
+        let Some((disk, hash, locs)) = on_disk else {
             return self.memory.lookup(primary, select);
         };
         // A record in the page cache is read here, before any fill is registered: a
@@ -452,8 +462,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // (bench/RESULTS.md, 2026-11-26). Small records are read whole; a large body this
         // process verified before is sent from its segment, only its prefix read.
         if self.cached_reads {
-            if let Some(records) = disk.read_all_cached(primary, hash, self.segment_body_min) {
-                return self.serve_cached(records, primary, select);
+            if let Some(records) = disk.read_all_cached(primary, hash, locs, self.segment_body_min)
+            {
+                return self.serve_cached(records, primary, memory_hash, select);
             }
         }
         let writer = match self.memory.lookup(primary, select) {
@@ -492,6 +503,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         &self,
         records: Vec<DiskRecord>,
         primary: &[u8],
+        memory_hash: KeyHash,
         select: &dyn Fn(&Object<M>) -> bool,
     ) -> Lookup<M> {
         let usable = records
@@ -530,8 +542,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             meta,
             rec.secondary,
         );
-        kept.set_on_disk();
-        self.memory.promote(primary, kept);
+        kept.set_on_disk(rec.hash);
+        self.memory.promote(rec.primary, memory_hash, kept);
         Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 

@@ -10,7 +10,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
+use smallvec::SmallVec;
 
 use super::config::{Counters, DiskConfig, DiskStats};
 use super::format::{
@@ -29,8 +30,9 @@ pub(crate) trait Demoted: Send + Sync {
     fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>>;
     /// Approximate bytes it will take (for the queue bound and the write budget).
     fn disk_size(&self) -> u64;
-    /// Called once its record is placed in the log (written within `flush_interval`).
-    fn written(&self) {}
+    /// Called once its record is placed in the log (written within `flush_interval`), with
+    /// the disk's hash of its key.
+    fn written(&self, _hash: u64) {}
 }
 
 pub(crate) enum Cmd {
@@ -144,6 +146,8 @@ impl Shared {
 #[derive(Debug, Clone)]
 pub(crate) struct DiskRecord {
     pub(crate) seq: u64,
+    /// The key, a slice of the record as read (a promotion keeps it without a copy).
+    pub(crate) primary: Bytes,
     pub(crate) secondary: Bytes,
     pub(crate) meta: Bytes,
     pub(crate) head: Bytes,
@@ -274,6 +278,22 @@ impl DiskEngine {
     /// shard is not in yet loads that shard from it on this thread (a read of 1/64 of the
     /// checkpoint: ~0.5 ms per million objects on disk, once per shard, only at a start).
     pub(crate) fn maybe_has(&self, hash: u64) -> bool {
+        self.await_shard(hash);
+        !self.shared.failed() && self.shared.index.contains(hash)
+    }
+
+    /// [`DiskEngine::maybe_has`], answered with the index entries whose tag matches (empty:
+    /// no), for [`DiskEngine::read_all_cached`] to read without asking the index again.
+    pub(crate) fn locate(&self, hash: u64) -> SmallVec<[Loc; 2]> {
+        self.await_shard(hash);
+        if self.shared.failed() {
+            return SmallVec::new();
+        }
+        self.shared.index.candidates(hash)
+    }
+
+    /// Makes sure `hash`'s index shard is in (see [`DiskEngine::maybe_has`]).
+    fn await_shard(&self, hash: u64) {
         let shard = super::recover::shard_tag(hash).0;
         if self.shared.shards_loaded.load(Acquire) & (1 << shard) == 0 {
             if let Some(source) = self.published_source(shard) {
@@ -288,7 +308,6 @@ impl DiskEngine {
                 }
             }
         }
-        !self.shared.failed() && !self.shared.index.candidates(hash).is_empty()
     }
 
     /// The checkpoint being loaded, once recovery has published it. A lookup in the first
@@ -408,7 +427,9 @@ impl DiskEngine {
     /// A body of at least `segment_from` bytes that is not within the first read is left in
     /// the file (`DiskRecord::in_file`): the caller reads and verifies it chunk by chunk.
     pub(crate) fn read_all(&self, primary: &[u8], segment_from: u64) -> Vec<DiskRecord> {
-        self.read_records(primary, self.hash(primary), segment_from, false)
+        let hash = self.hash(primary);
+        let locs = self.shared.index.candidates(hash);
+        self.read_records(primary, hash, locs, segment_from, false)
             .unwrap_or_default()
     }
 
@@ -416,15 +437,16 @@ impl DiskEngine {
     /// are at most [`CACHED_READ_MAX`] bytes, or whose body this process verified before
     /// (then only the prefix is read: `in_file` is set and verified, `body` empty); `None`
     /// (nothing read that matters) when one is neither or would wait for the device: then
-    /// use the read threads. `hash` is `primary`'s ([`DiskEngine::hash`]), which the
-    /// caller asked [`DiskEngine::maybe_has`] with.
+    /// use the read threads. `hash` is `primary`'s ([`DiskEngine::hash`]) and `locs` what
+    /// [`DiskEngine::locate`] answered for it.
     pub(crate) fn read_all_cached(
         &self,
         primary: &[u8],
         hash: u64,
+        locs: SmallVec<[Loc; 2]>,
         segment_from: u64,
     ) -> Option<Vec<DiskRecord>> {
-        self.read_records(primary, hash, segment_from, true)
+        self.read_records(primary, hash, locs, segment_from, true)
     }
 
     /// Notes that the record's body passed its chunk checksums (see `index.rs`, `VERIFIED`).
@@ -432,11 +454,13 @@ impl DiskEngine {
         self.shared.index.mark_verified(hash, seg, offset);
     }
 
-    /// The records of `primary`; `None` only with `cached_only`, when one would block.
+    /// The records of `primary` at `locs` (its index entries); `None` only with
+    /// `cached_only`, when one would block.
     fn read_records(
         &self,
         primary: &[u8],
         hash: u64,
+        locs: SmallVec<[Loc; 2]>,
         segment_from: u64,
         cached_only: bool,
     ) -> Option<Vec<DiskRecord>> {
@@ -444,7 +468,7 @@ impl DiskEngine {
         if self.shared.failed() {
             return Some(out);
         }
-        for loc in self.shared.index.candidates(hash) {
+        for loc in locs {
             let read = self.read_one(&loc, primary, hash, segment_from, cached_only);
             if matches!(read, Err(ReadError::WouldBlock)) {
                 return None;
@@ -569,48 +593,39 @@ impl DiskEngine {
             p.head.len(),
         ];
         let prefix_len = h.prefix_len() as usize;
-        let crcs = p.chunk_crcs.to_vec();
         let body_at = loc.offset + prefix_len as u64;
         // A body to be sent from the segment by a worker must be in the page cache: a
         // `sendfile` of evicted pages would stall the event loop on the device.
         if prefix_only && !super::segment::resident(&seg.file, body_at, h.body_len) {
             return Err(ReadError::WouldBlock);
         }
-        let mut in_file = (h.body_len >= segment_from || prefix_only).then(|| InFile {
+        // The body within the first read (every small record): verified where it lies.
+        let body_len = h.body_len as usize;
+        let whole = prefix.len() >= prefix_len + body_len;
+        if whole && !verify_chunks(p.chunk_crcs, 0, &prefix[prefix_len..prefix_len + body_len]) {
+            return Err(ReadError::Corrupt);
+        }
+        let in_file = (h.body_len >= segment_from || prefix_only).then(|| InFile {
             file: Arc::clone(&seg.file),
             at: body_at,
-            crcs: crcs.clone(),
-            verified: prefix_only,
+            crcs: p.chunk_crcs.to_vec(),
+            verified: prefix_only || whole,
         });
-        let body = if prefix.len() >= prefix_len + h.body_len as usize {
-            let body = prefix
-                .split_off(prefix_len)
-                .freeze()
-                .slice(..h.body_len as usize);
-            if !verify_chunks(&crcs, 0, &body) {
-                return Err(ReadError::Corrupt);
-            }
-            if let Some(f) = &mut in_file {
-                f.verified = true;
-            }
-            vec![body]
+        let body = if whole {
+            vec![prefix.split_off(prefix_len).freeze().slice(..body_len)]
         } else if in_file.is_some() {
             Vec::new()
         } else {
-            read_body(&seg, body_at, h.body_len, &crcs)?
+            read_body(&seg, body_at, h.body_len, p.chunk_crcs)?
         };
         let mut fixed = prefix.freeze();
-        let mut take = |n: usize| {
-            let part = fixed.slice(..n);
-            fixed = fixed.slice(n..);
-            part
-        };
-        take(HEADER_LEN + lens[0]);
+        fixed.advance(HEADER_LEN);
         Ok(Some(DiskRecord {
             seq: h.seq,
-            secondary: take(lens[1]),
-            meta: take(lens[2]),
-            head: take(lens[3]),
+            primary: fixed.split_to(lens[0]),
+            secondary: fixed.split_to(lens[1]),
+            meta: fixed.split_to(lens[2]),
+            head: fixed.split_to(lens[3]),
             body,
             body_len: h.body_len,
             in_file,

@@ -251,6 +251,17 @@ impl Index {
             .collect()
     }
 
+    /// Whether an entry's tag matches `hash` ([`Index::candidates`] without collecting them).
+    pub(crate) fn contains(&self, hash: u64) -> bool {
+        let tag = (hash >> 32) as u32;
+        let t = self
+            .shard(hash)
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let found = t.probe(tag).any(|i| t.slots[i].tag == tag);
+        found
+    }
+
     /// Removes every entry with this tag; returns how many.
     pub(crate) fn remove_all(&self, hash: u64) -> usize {
         self.write(hash).remove_where((hash >> 32) as u32, |_| true)

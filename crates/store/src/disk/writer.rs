@@ -209,7 +209,7 @@ impl Writer {
                     body: &body,
                 };
                 if self.append(hash, parts)? {
-                    object.written();
+                    object.written(hash);
                 }
             }
             Some(Cmd::Tombstone { hash, primary }) if !failed => {

@@ -136,7 +136,7 @@ impl<M: Clone + Send + Sync + 'static> FillWriter<M> {
             base_size,
             max,
             oversize,
-            on_disk: false,
+            on_disk: None,
         }
     }
 
@@ -205,7 +205,7 @@ pub struct BodyWriter<M> {
     oversize: bool,
     /// The body is a disk record's (the tiered store): the object is marked so (before it is
     /// committed, so an eviction right after never rewrites it).
-    on_disk: bool,
+    on_disk: Option<u64>,
 }
 
 impl<M> std::fmt::Debug for BodyWriter<M> {
@@ -242,8 +242,8 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
     }
 
     /// Declares that the body is a disk record's: the committed object is marked on disk.
-    pub(crate) fn mark_on_disk(&mut self) {
-        self.on_disk = true;
+    pub(crate) fn mark_on_disk(&mut self, hash: u64) {
+        self.on_disk = Some(hash);
     }
 
     /// Declares that the body will not be committed (the tiered store serves a large disk
@@ -338,8 +338,8 @@ impl<M: Clone + Send + Sync + 'static> BodyWriter<M> {
                 head.meta().clone(),
                 head.secondary().clone(),
             );
-            if self.on_disk {
-                object.set_on_disk();
+            if let Some(hash) = self.on_disk {
+                object.set_on_disk(hash);
             }
             core.target.commit(&core.ticket, object)
         };

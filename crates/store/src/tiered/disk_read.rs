@@ -27,7 +27,7 @@ fn play_into<M: Clone + Send + Sync + 'static>(writer: FillWriter<M>, rec: DiskR
     let length = BodyLength::Known(rec.body_len);
     let mut body_writer = writer.publish_stored_head(rec.head, meta, rec.secondary, length);
     // The disk copy is this object: evicting it again (or closing) need not rewrite it.
-    body_writer.mark_on_disk();
+    body_writer.mark_on_disk(rec.hash);
     for chunk in rec.body {
         body_writer.append(chunk);
     }
@@ -45,7 +45,7 @@ pub(super) fn segment_object<M>(in_file: InFile, rec: &DiskRecord, meta: M) -> O
         meta,
         rec.secondary.clone(),
     );
-    object.set_on_disk();
+    object.set_on_disk(rec.hash);
     object
 }
 
