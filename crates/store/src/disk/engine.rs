@@ -20,6 +20,8 @@ use super::format::{
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
+use super::record_read::ReadError;
+use super::record_read::{read_body, read_prefix_cached};
 use super::segment::{read_cached_at, read_new_at, read_uncached_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
@@ -740,61 +742,3 @@ enum Enqueue {
 /// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one
 /// read of this size from the page cache costs about what a hand-off to a read thread does.
 pub(crate) const CACHED_READ_MAX: u64 = 64 * 1024;
-
-pub(crate) enum ReadError {
-    Corrupt,
-    /// The record's segment is not open yet (the index is loading): a miss, nothing wrong.
-    NotOpen,
-    /// Reading the record would wait for the device (or it is too large to read inline).
-    WouldBlock,
-    Io(io::Error),
-}
-
-impl From<io::Error> for ReadError {
-    fn from(e: io::Error) -> Self {
-        // A record that the index places beyond the end of its file: the file was truncated
-        // under us. That is a fault of the disk, not one bad record.
-        ReadError::Io(e)
-    }
-}
-
-/// A record's prefix from the page cache (`None`: it would wait for the device): one read
-/// of a page, which holds the prefix of nearly every record, and a second for a longer one.
-fn read_prefix_cached(seg: &SegFile, loc: &Loc) -> Result<Option<BytesMut>, ReadError> {
-    const GUESS: u64 = 4096;
-    let first = if loc.len == 0 {
-        GUESS
-    } else {
-        loc.len.min(GUESS)
-    };
-    let mut b = BytesMut::zeroed(first as usize);
-    if !read_cached_at(&seg.file, &mut b, loc.offset)? {
-        return Ok(None);
-    }
-    let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
-    let len = usize::try_from(h.prefix_len()).map_err(|_| ReadError::Corrupt)?;
-    if len > b.len() {
-        b = BytesMut::zeroed(len);
-        if !read_cached_at(&seg.file, &mut b, loc.offset)? {
-            return Ok(None);
-        }
-    }
-    b.truncate(len);
-    Ok(Some(b))
-}
-
-/// Reads a large body chunk by chunk, verifying each.
-fn read_body(seg: &SegFile, at: u64, len: u64, crcs: &[u8]) -> Result<Vec<Bytes>, ReadError> {
-    let mut out = Vec::with_capacity(len.div_ceil(CHUNK) as usize);
-    let mut done = 0;
-    while done < len {
-        let n = (len - done).min(CHUNK);
-        let b = read_new_at(&seg.file, n as usize, at + done)?;
-        if !verify_chunks(crcs, done / CHUNK, &b) {
-            return Err(ReadError::Corrupt);
-        }
-        out.push(b.freeze());
-        done += n;
-    }
-    Ok(out)
-}

@@ -119,6 +119,7 @@ mod index;
 mod lock;
 mod log;
 mod pool;
+mod record_read;
 mod recover;
 mod segment;
 mod writer;
