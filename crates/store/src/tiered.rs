@@ -446,7 +446,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             Probe::Stored => return self.memory.lookup(primary, select),
             Probe::Absent(hash) => hash,
         };
-        if let Some(object) = self.segment_body(primary, select, true) {
+        if let Some(object) = self.segment_body(primary, select) {
             return Lookup::Hit(object);
         }
         let on_disk = self.disks.for_key(primary).and_then(|disk| {
@@ -548,15 +548,16 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     }
 
     /// A large disk body remembered as served from its segment file, when memory holds no
-    /// variant of the key (memory is newer: a refresh commits there). With `resident`, only
-    /// if its pages are in the page cache: a lookup that may read instead (not
-    /// `only-if-cached`) sends an evicted body through a read thread, so that no worker
-    /// waits for the device in `sendfile`.
+    /// variant of the key (memory is newer: a refresh commits there), and only if its pages
+    /// are in the page cache, so that no worker waits for the device in `sendfile`: a full
+    /// lookup then reads the body on a read thread instead, which brings it into the page
+    /// cache; a lookup that may not read (ranges, HEAD, `only-if-cached`) misses. Its first
+    /// read went past the page cache (`read_uncached_at`), so that is common until the
+    /// body's second full read, and the pages of any body can be evicted under us.
     fn segment_body(
         &self,
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
-        resident: bool,
     ) -> Option<Arc<Object<M>>> {
         let (disk, object) = self.bodies.get(primary, select)?;
         if self.disks.engines[disk].failed() {
@@ -566,7 +567,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if self.memory.has_primary(primary) {
             return None;
         }
-        if resident && matches!(object.body(), Body::File(f) if !f.resident()) {
+        if matches!(object.body(), Body::File(f) if !f.resident()) {
             return None;
         }
         self.segment_hits.fetch_add(1, Relaxed);
@@ -616,7 +617,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
     ) -> Option<Arc<Object<M>>> {
         self.memory
             .lookup_no_fill(primary, select)
-            .or_else(|| self.segment_body(primary, select, false))
+            .or_else(|| self.segment_body(primary, select))
     }
 
     fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {

@@ -741,6 +741,49 @@ fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix(
     assert!(matches!(t.lookup(b"/big", &any), Lookup::Pending(_)));
 }
 
+#[test]
+fn a_remembered_segment_body_out_of_the_page_cache_is_not_sent_by_a_lookup_that_cannot_read() {
+    let open = |dir: tempfile::TempDir| {
+        let memory = StoreConfig {
+            budget_bytes: 1 << 20,
+            max_object_bytes: 512 << 10,
+            shards: 1,
+            ..StoreConfig::default()
+        };
+        let cfg = TieredConfig {
+            segment_body_min: 64 << 10,
+            ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
+        };
+        let store = TieredStore::<Meta>::open(cfg);
+        assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+        Tiered { store, dir }
+    };
+    let body = pattern(300_000, 13);
+    let t = open(tempfile::tempdir().unwrap());
+    conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
+    expect_hit(t.lookup(b"/big", &any));
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    let t = open(dir);
+    // Read back once (past the page cache): remembered as served from its segment.
+    let first = runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    assert_eq!(first.1, body);
+    if !evict_segments(t.dir.path(), &body) {
+        return; // a file system that keeps its pages (tmpfs): nothing to check
+    }
+    // A range, HEAD or `only-if-cached` lookup would `sendfile` on the worker, waiting
+    // for the device: it misses instead.
+    assert!(t.lookup_no_fill(b"/big", &any).is_none());
+    // A full lookup reads it on a read thread, through the page cache.
+    let again = runtime().block_on(read_pending(&t, b"/big")).unwrap();
+    assert_eq!(again.1, body);
+    let found = t
+        .lookup_no_fill(b"/big", &any)
+        .expect("in the page cache now");
+    assert_eq!(file_bytes(&found).1, body);
+}
+
 /// Drops the disk's segment files from the page cache; true when `body` left it (it stays
 /// on file systems that ignore the advice, such as tmpfs).
 fn evict_segments(dir: &std::path::Path, body: &[u8]) -> bool {

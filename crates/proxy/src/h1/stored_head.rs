@@ -87,6 +87,11 @@ impl HeadLayout {
             return None;
         }
         let status = u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0');
+        // A field line takes at least 4 bytes (": ", CRLF): a larger count is not this head's
+        // (and would ask the allocator for gigabytes).
+        if lines > head.len() / 4 {
+            return None;
+        }
         let mut at = reason_end;
         let mut spans = Vec::with_capacity(lines);
         // Each line: name, ": ", value, CRLF, right after the previous line's CRLF.

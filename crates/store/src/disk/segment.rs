@@ -27,20 +27,28 @@ pub(crate) struct SegFile {
 
 impl SegFile {
     fn direct(&self) -> Option<&File> {
-        self.direct
-            .get_or_init(|| {
-                use rustix::fs::{Mode, OFlags};
-                let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
-                let direct = File::from(rustix::fs::open(&self.path, flags, Mode::empty()).ok()?);
-                // The path names this segment's file unless it was reclaimed: then it may
-                // be gone, or (a disk emptied and refilled) another file of the same name.
-                let (a, b) = (
-                    rustix::fs::fstat(&direct).ok()?,
-                    rustix::fs::fstat(&*self.file).ok()?,
-                );
-                (a.st_dev == b.st_dev && a.st_ino == b.st_ino).then_some(direct)
-            })
-            .as_ref()
+        if let Some(direct) = self.direct.get() {
+            return direct.as_ref();
+        }
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECT | OFlags::CLOEXEC;
+        let direct = match rustix::fs::open(&self.path, flags, Mode::empty()) {
+            // The path names this segment's file unless it was reclaimed: then it may be
+            // gone, or (a disk emptied and refilled) another file of the same name.
+            Ok(fd) => {
+                let file = File::from(fd);
+                let same = match (rustix::fs::fstat(&file), rustix::fs::fstat(&*self.file)) {
+                    (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+                    _ => false,
+                };
+                same.then_some(file)
+            }
+            // The file system refuses O_DIRECT (tmpfs), or the file is gone: for good.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => None,
+            // Out of descriptors or memory: read through the page cache this time.
+            Err(_) => return None,
+        };
+        self.direct.get_or_init(|| direct).as_ref()
     }
 }
 
