@@ -685,25 +685,29 @@ fn memory_answers_before_the_remembered_segment_bodies() {
     assert!(Arc::ptr_eq(&seen, &hit));
 }
 
+/// A store of 1 MiB of memory over a disk in `dir`, bodies from 64 KiB sent from their
+/// segments, at most `remembered` of them remembered (see `SegmentBodies`).
+fn open_for_segment_bodies(dir: tempfile::TempDir, remembered: usize) -> Tiered {
+    let memory = StoreConfig {
+        budget_bytes: 1 << 20,
+        max_object_bytes: 512 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let cfg = TieredConfig {
+        segment_body_min: 64 << 10,
+        max_segment_bodies: remembered,
+        ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
+    };
+    let store = TieredStore::<Meta>::open(cfg);
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    Tiered { store, dir }
+}
+
 #[test]
 fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix() {
-    let open = |dir: tempfile::TempDir| {
-        let memory = StoreConfig {
-            budget_bytes: 1 << 20,
-            max_object_bytes: 512 << 10,
-            shards: 1,
-            ..StoreConfig::default()
-        };
-        let cfg = TieredConfig {
-            segment_body_min: 64 << 10,
-            // Nothing remembered: every hit after the first finds the body by the index.
-            max_segment_bodies: 0,
-            ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
-        };
-        let store = TieredStore::<Meta>::open(cfg);
-        assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-        Tiered { store, dir }
-    };
+    // Nothing remembered: every hit after the first finds the body by the index.
+    let open = |dir| open_for_segment_bodies(dir, 0);
     let body = pattern(300_000, 12);
     let t = open(tempfile::tempdir().unwrap());
     conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
@@ -743,21 +747,7 @@ fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix(
 
 #[test]
 fn a_remembered_segment_body_out_of_the_page_cache_is_not_sent_by_a_lookup_that_cannot_read() {
-    let open = |dir: tempfile::TempDir| {
-        let memory = StoreConfig {
-            budget_bytes: 1 << 20,
-            max_object_bytes: 512 << 10,
-            shards: 1,
-            ..StoreConfig::default()
-        };
-        let cfg = TieredConfig {
-            segment_body_min: 64 << 10,
-            ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
-        };
-        let store = TieredStore::<Meta>::open(cfg);
-        assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-        Tiered { store, dir }
-    };
+    let open = |dir| open_for_segment_bodies(dir, 4096);
     let body = pattern(300_000, 13);
     let t = open(tempfile::tempdir().unwrap());
     conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
