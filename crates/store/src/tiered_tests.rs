@@ -704,18 +704,28 @@ fn open_for_segment_bodies(dir: tempfile::TempDir, remembered: usize) -> Tiered 
     Tiered { store, dir }
 }
 
-#[test]
-fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix() {
-    // Nothing remembered: every hit after the first finds the body by the index.
-    let open = |dir| open_for_segment_bodies(dir, 0);
-    let body = pattern(300_000, 12);
-    let t = open(tempfile::tempdir().unwrap());
-    conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
-    expect_hit(t.lookup(b"/big", &any));
+/// Closes `t` (writing what memory earned, checkpointing) and opens its disk again.
+fn reopen_for_segment_bodies(t: Tiered, remembered: usize) -> Tiered {
     t.store.close();
     let Tiered { store, dir } = t;
     drop(store);
-    let t = open(dir);
+    open_for_segment_bodies(dir, remembered)
+}
+
+/// A store as [`open_for_segment_bodies`] that holds `body` under "/big" on disk only
+/// (stored, hit, written at the close, and the store opened again).
+fn big_body_on_disk(body: &[u8], remembered: usize) -> Tiered {
+    let t = open_for_segment_bodies(tempfile::tempdir().unwrap(), remembered);
+    conformance::expect_stored(store_object(&t, b"/big", b"", body, 4));
+    expect_hit(t.lookup(b"/big", &any));
+    reopen_for_segment_bodies(t, remembered)
+}
+
+#[test]
+fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix() {
+    // Nothing remembered: every hit after the first finds the body by the index.
+    let body = pattern(300_000, 12);
+    let t = big_body_on_disk(&body, 0);
     // Not verified by this process yet: a read thread checks every chunk first.
     let first = runtime().block_on(read_pending(&t, b"/big")).unwrap();
     assert_eq!(first.1, body);
@@ -738,24 +748,14 @@ fn a_verified_large_body_is_sent_from_its_segment_after_reading_only_its_prefix(
         assert_eq!(again.1, body);
     }
     // A restart forgets what was verified: the first read checks the chunks again.
-    t.store.close();
-    let Tiered { store, dir } = t;
-    drop(store);
-    let t = open(dir);
+    let t = reopen_for_segment_bodies(t, 0);
     assert!(matches!(t.lookup(b"/big", &any), Lookup::Pending(_)));
 }
 
 #[test]
 fn a_remembered_segment_body_out_of_the_page_cache_is_not_sent_by_a_lookup_that_cannot_read() {
-    let open = |dir| open_for_segment_bodies(dir, 4096);
     let body = pattern(300_000, 13);
-    let t = open(tempfile::tempdir().unwrap());
-    conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
-    expect_hit(t.lookup(b"/big", &any));
-    t.store.close();
-    let Tiered { store, dir } = t;
-    drop(store);
-    let t = open(dir);
+    let t = big_body_on_disk(&body, 4096);
     // Read back once (past the page cache): remembered as served from its segment.
     let first = runtime().block_on(read_pending(&t, b"/big")).unwrap();
     assert_eq!(first.1, body);
