@@ -388,12 +388,6 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         true
     }
 
-    /// Whether any variant of `primary` is stored (no hit is recorded).
-    pub(crate) fn has_primary(&self, primary: &[u8]) -> bool {
-        let hash = self.inner.hasher.hash_one(primary);
-        self.inner.shard(hash).read().has_primary(hash, primary)
-    }
-
     /// Checks the accounting invariants (tests): the global total equals the sum of the
     /// shards, stays within budget, and no fill is left registered.
     #[cfg(test)]

@@ -547,8 +547,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         Lookup::Hit(Arc::new(object.just_read_from_disk()))
     }
 
-    /// A large disk body remembered as served from its segment file, when memory holds no
-    /// variant of the key (memory is newer: a refresh commits there), and only if its pages
+    /// A large disk body remembered as served from its segment file, for a key of which
+    /// memory holds no variant (the caller's probe said so: memory is newer, a refresh
+    /// commits there), and only if its pages
     /// are in the page cache, so that no worker waits for the device in `sendfile`: a full
     /// lookup then reads the body on a read thread instead, which brings it into the page
     /// cache; a lookup that may not read (ranges, HEAD, `only-if-cached`) misses. Its first
@@ -562,9 +563,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let (disk, object) = self.bodies.get(primary, select)?;
         if self.disks.engines[disk].failed() {
             self.bodies.remove(primary);
-            return None;
-        }
-        if self.memory.has_primary(primary) {
             return None;
         }
         if matches!(object.body(), Body::File(f) if !f.resident()) {
@@ -615,9 +613,11 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
     ) -> Option<Arc<Object<M>>> {
-        self.memory
-            .lookup_no_fill(primary, select)
-            .or_else(|| self.segment_body(primary, select))
+        match self.memory.probe(primary, select) {
+            Probe::Hit(object) => Some(object),
+            Probe::Stored => None,
+            Probe::Absent(_) => self.segment_body(primary, select),
+        }
     }
 
     fn refresh(&self, primary: &[u8], select: &dyn Fn(&Object<M>) -> bool) -> Lookup<M> {
