@@ -84,7 +84,15 @@ impl ReadPool {
 
 impl Drop for ReadPool {
     fn drop(&mut self) {
+        // Under the lock: a thread between its `stop` check and its wait would otherwise
+        // miss the wake-up and wait for good.
+        let jobs = self
+            .state
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.state.stop.store(true, Relaxed);
+        drop(jobs);
         self.state.wake.notify_all();
     }
 }
