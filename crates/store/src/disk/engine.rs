@@ -551,38 +551,7 @@ impl DiskEngine {
             None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
             None => return Err(ReadError::Corrupt),
         };
-        // Records up to 4 chunks are read whole; a longer one, its prefix (the body follows).
-        let whole = loc.len > 0 && loc.len <= 4 * CHUNK;
-        let len = loc.len as usize;
-        let mut prefix = if prefix_only {
-            match read_prefix_cached(&seg, loc)? {
-                Some(prefix) => prefix,
-                None => return Err(ReadError::WouldBlock),
-            }
-        } else if !whole {
-            let b = read_new_at(&seg.file, HEADER_LEN, loc.offset)?;
-            let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
-            read_new_at(&seg.file, h.prefix_len() as usize, loc.offset)?
-        } else if cached_only {
-            // `preadv2` wants initialised memory: malloc and memset, not calloc (see
-            // `read_new_at`).
-            let mut b = BytesMut::with_capacity(len);
-            b.resize(len, 0);
-            if !read_cached_at(&seg.file, &mut b, loc.offset)? {
-                return Err(ReadError::WouldBlock);
-            }
-            b
-        } else if !small && !loc.verified {
-            // The record's first read in this process, untried on the workers (they try
-            // small records only): past the page cache (see `read_uncached_at`). Once
-            // verified, its reads go through the page cache, which `sendfile` serves later
-            // hits from.
-            read_uncached_at(&seg, len, loc.offset)?
-        } else {
-            // A small record, whose attempt on the worker started reading it into the page
-            // cache (`RWF_NOWAIT` reads start readahead), or a verified one.
-            read_new_at(&seg.file, len, loc.offset)?
-        };
+        let mut prefix = read_record(&seg, loc, small, prefix_only, cached_only)?;
         let h = verify_prefix(&prefix).ok_or(ReadError::Corrupt)?;
         if h.kind != KIND_OBJECT || (loc.len > 0 && h.record_len() != loc.len) {
             return Err(ReadError::Corrupt);
@@ -740,6 +709,46 @@ enum Enqueue {
     Queued,
     Full(Arc<dyn Demoted>),
     Failed,
+}
+
+/// The bytes of the record at `loc` that [`DiskEngine::read_one`] decodes: the whole record
+/// up to 4 chunks, else its prefix (the body follows), read as the lookup may.
+fn read_record(
+    seg: &SegFile,
+    loc: &Loc,
+    small: bool,
+    prefix_only: bool,
+    cached_only: bool,
+) -> Result<BytesMut, ReadError> {
+    let whole = loc.len > 0 && loc.len <= 4 * CHUNK;
+    let len = loc.len as usize;
+    if prefix_only {
+        return read_prefix_cached(seg, loc)?.ok_or(ReadError::WouldBlock);
+    }
+    if !whole {
+        let b = read_new_at(&seg.file, HEADER_LEN, loc.offset)?;
+        let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
+        return Ok(read_new_at(&seg.file, h.prefix_len() as usize, loc.offset)?);
+    }
+    if cached_only {
+        // `preadv2` wants initialised memory: malloc and memset, not calloc (see
+        // `read_new_at`).
+        let mut b = BytesMut::with_capacity(len);
+        b.resize(len, 0);
+        if !read_cached_at(&seg.file, &mut b, loc.offset)? {
+            return Err(ReadError::WouldBlock);
+        }
+        return Ok(b);
+    }
+    if !small && !loc.verified {
+        // The record's first read in this process, untried on the workers (they try small
+        // records only): past the page cache (see `read_uncached_at`). Once verified, its
+        // reads go through the page cache, which `sendfile` serves later hits from.
+        return Ok(read_uncached_at(seg, len, loc.offset)?);
+    }
+    // A small record, whose attempt on the worker started reading it into the page cache
+    // (`RWF_NOWAIT` reads start readahead), or a verified one.
+    Ok(read_new_at(&seg.file, len, loc.offset)?)
 }
 
 /// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one
