@@ -31,9 +31,9 @@ pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, ActiveCheck, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config,
-    DiskConfig, EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig, HostHeader,
-    HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr, OriginHealth,
-    RefreshRule, Route, Server, StatusRange, Timeouts, XForwardedFor,
+    DiskConfig, DiskIo, EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig,
+    HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr,
+    OriginHealth, RefreshRule, Route, Server, StatusRange, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 

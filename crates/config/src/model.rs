@@ -73,6 +73,18 @@ pub struct CacheConfig {
     /// `disk_read_threads`: threads reading disk records that are not in the page cache
     /// (blocking `pread`s), shared by all disks: the reads in flight at once.
     pub disk_read_threads: usize,
+    /// `disk_io`: how records that are not in the page cache are read.
+    pub disk_io: DiskIo,
+}
+
+/// `[cache] disk_io`: how disk records that are not in the page cache are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskIo {
+    /// `"threads"`: blocking reads on `disk_read_threads` threads.
+    Threads,
+    /// `"io_uring"`: one thread with an io_uring, any number of reads in flight; the
+    /// threads where the kernel refuses io_uring, and for the reads the ring does not make.
+    IoUring,
 }
 
 /// One `[[cache.disk]]` table: a directory Sepia owns, holding at most `size_bytes`.

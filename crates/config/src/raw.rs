@@ -13,8 +13,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{
-    EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr,
-    XForwardedFor,
+    DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode,
+    OriginAddr, XForwardedFor,
 };
 use crate::values::{ByteSize, ConfigValue, Pseudonym, TargetedFieldName, Timeout, UrlPattern};
 
@@ -162,6 +162,7 @@ pub(crate) struct RawCache {
     #[serde(deserialize_with = "tables")]
     pub disk: Vec<RawDisk>,
     pub disk_read_threads: Bounded<1, 1024>,
+    pub disk_io: Parsed<DiskIo>,
 }
 
 impl Default for RawCache {
@@ -183,6 +184,7 @@ impl Default for RawCache {
                 .collect(),
             disk: Vec::new(),
             disk_read_threads: Bounded(16),
+            disk_io: Parsed(DiskIo::IoUring),
         }
     }
 }

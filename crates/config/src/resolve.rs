@@ -124,6 +124,7 @@ fn resolve_cache(raw: &RawFile, file: &str, text: &str) -> Result<CacheConfig, C
         purge_allow: c.purge_allow.iter().map(|net| net.0).collect(),
         disks: resolve_disks(c, file, text)?,
         disk_read_threads: c.disk_read_threads.0 as usize,
+        disk_io: c.disk_io.0,
     })
 }
 

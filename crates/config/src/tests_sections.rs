@@ -174,6 +174,15 @@ fn cache_disks_are_validated_with_their_key() {
         let e = threads(bad).unwrap_err().to_string();
         assert!(e.contains("disk_read_threads"), "{e}");
     }
+    assert_eq!(c.cache.disk_io, crate::DiskIo::IoUring);
+    let io = |v: &str| parse(&format!("[cache]\ndisk_io = \"{v}\"\n"));
+    assert_eq!(io("threads").unwrap().cache.disk_io, crate::DiskIo::Threads);
+    assert_eq!(
+        io("io_uring").unwrap().cache.disk_io,
+        crate::DiskIo::IoUring
+    );
+    let e = io("aio").unwrap_err().to_string();
+    assert!(e.contains("disk_io") && e.contains("io_uring"), "{e}");
 
     let e = err("[[cache.disk]]\npath = \"relative\"\nsize = \"1GiB\"\n");
     assert!(

@@ -8,8 +8,8 @@ use std::time::Duration;
 use sepia_access::is_host_name;
 
 use crate::model::{
-    EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode, OriginAddr,
-    XForwardedFor,
+    DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode,
+    OriginAddr, XForwardedFor,
 };
 
 /// A value parsed from one TOML string.
@@ -73,6 +73,15 @@ impl ConfigValue for LogFormat {
                 ("combined", LogFormat::Combined),
                 ("json", LogFormat::Json),
             ],
+        )
+    }
+}
+
+impl ConfigValue for DiskIo {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        keyword(
+            text,
+            &[("threads", DiskIo::Threads), ("io_uring", DiskIo::IoUring)],
         )
     }
 }

@@ -91,6 +91,8 @@ mod conformance;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
+mod tiered_ring_tests;
+#[cfg(test)]
 mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};

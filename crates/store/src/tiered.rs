@@ -2,10 +2,11 @@
 //!
 //! - A lookup asks memory first. A memory miss whose key the disk index knows (and of which
 //!   memory holds no other variant) registers the fill as usual and returns
-//!   `Lookup::Pending(reader)`: a disk-read thread reads and verifies the record and drives
-//!   the fill's writer (head, body, finish). Finishing commits the object into memory (the
-//!   same admission as any fill: S3-FIFO's small queue, or main if its ghost is
-//!   remembered), and requests collapsing on the key meanwhile share the read. A record
+//!   `Lookup::Pending(reader)`: the io_uring's thread or a read thread reads and verifies
+//!   the record and drives the fill's writer (head, body, finish). Finishing commits the
+//!   object into memory (the same admission as any fill: S3-FIFO's small queue, or main if
+//!   its ghost is remembered), and requests collapsing on the key meanwhile share the
+//!   read. A record
 //!   already in the page cache is read by the looking-up worker instead (no fill, nobody
 //!   waits): a hit at once, and promoted into memory by the same admission
 //!   (`MemoryStore::promote`).
@@ -101,15 +102,16 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::StoreConfig;
-use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, LockWait, ReadPool};
+use crate::disk::{DiskConfig, DiskEngine, DiskRecord, DiskStats, Loc, LockWait, ReadPool};
 use crate::disk_ghost::DiskGhost;
+use crate::fill::FillWriter;
 use crate::memory::{EvictHook, KeyHash, MemoryStore, Probe};
 use crate::object::{Body, Object};
 use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
 
 mod disk_read;
-use disk_read::{fill_from_disk, segment_object, SegmentBodies, SegmentTarget};
+use disk_read::{fill_from_disk, fill_from_records, segment_object, SegmentBodies, SegmentTarget};
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -155,6 +157,10 @@ pub struct TieredConfig {
     pub read_threads: usize,
     /// Disk reads waiting for a thread at most; beyond, a disk-resident key is a miss.
     pub max_queued_reads: usize,
+    /// Reads of records not in the page cache go through an io_uring (one thread, any
+    /// number in flight; `disk/ring_read.rs`) where the kernel allows it; the read threads
+    /// keep the reads it does not make. Falls back to the threads (logged) without it.
+    pub io_uring: bool,
     /// How long [`TieredStore::close`] may spend writing the earned objects still in memory.
     pub close_write_limit: std::time::Duration,
     /// Disk bodies at least this long are served from their segment file (`Body::File`,
@@ -180,6 +186,7 @@ impl TieredConfig {
             disks,
             read_threads: 16,
             max_queued_reads: 1024,
+            io_uring: false,
             close_write_limit: std::time::Duration::from_secs(10),
             segment_body_min: 1 << 20,
             max_segment_bodies: 4096,
@@ -213,6 +220,7 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
 struct Disks {
     engines: Vec<Arc<DiskEngine>>,
     pool: ReadPool,
+    ring: Option<sepia_sys::ring::ReadRing>,
 }
 
 impl Disks {
@@ -228,6 +236,24 @@ impl Disks {
 
     fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
         self.index_for_key(primary).map(|i| &self.engines[i])
+    }
+}
+
+/// The io_uring for disk reads, where configured and the kernel allows it.
+fn open_ring(cfg: &TieredConfig, any_disk: bool) -> Option<sepia_sys::ring::ReadRing> {
+    if !cfg.io_uring || !any_disk {
+        return None;
+    }
+    // In flight at once: as many as may wait for the read threads.
+    let depth = cfg.max_queued_reads.clamp(1, 4096) as u32;
+    match sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads) {
+        Ok(ring) => Some(ring),
+        Err(e) => {
+            tracing::warn!(
+                "cache.disk_io = \"io_uring\": not available ({e}); reading with threads"
+            );
+            None
+        }
     }
 }
 
@@ -312,8 +338,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
 
     fn with_engines(cfg: TieredConfig, engines: Vec<Arc<DiskEngine>>, disk_bytes: u64) -> Self {
         let disks = Arc::new(Disks {
-            engines,
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
+            ring: open_ring(&cfg, !engines.is_empty()),
+            engines,
         });
         let for_hook = Arc::clone(&disks);
         let horizon = cfg.memory.budget_bytes + disk_bytes;
@@ -361,6 +388,11 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// The disks, for their counters, `sync`, `wait_loaded` and `close`.
     pub fn disks(&self) -> &[Arc<DiskEngine>] {
         &self.disks.engines
+    }
+
+    /// Disk reads the io_uring made (`None`: reads use the threads only).
+    pub fn ring_reads(&self) -> Option<u64> {
+        self.disks.ring.as_ref().map(|r| r.completed())
     }
 
     /// A clean shutdown: writes the earned objects still in memory that have no disk copy
@@ -462,7 +494,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // (bench/RESULTS.md, 2026-11-26). Small records are read whole; a large body this
         // process verified before is sent from its segment, only its prefix read.
         if self.cached_reads {
-            if let Some(records) = disk.read_all_cached(primary, hash, locs, self.segment_body_min)
+            if let Some(records) = disk.read_all_cached(primary, hash, &locs, self.segment_body_min)
             {
                 return self.serve_cached(records, primary, memory_hash, select);
             }
@@ -471,7 +503,27 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             Lookup::Miss(writer) => writer,
             found => return found,
         };
-        if !self.disks.pool.has_room() {
+        self.read_off_loop(primary, disk, hash, &locs, writer)
+    }
+
+    /// Hands `primary`'s disk read (its records at `locs`) to the io_uring, which reads one
+    /// whole record, or to a read thread; the fill's `writer` is driven from there. A miss
+    /// when their queue is full.
+    fn read_off_loop(
+        &self,
+        primary: &[u8],
+        disk: &Arc<DiskEngine>,
+        hash: u64,
+        locs: &[Loc],
+        writer: FillWriter<M>,
+    ) -> Lookup<M> {
+        let ring = self.disks.ring.as_ref();
+        let ring_read = ring.and_then(|_| disk.ring_read(locs));
+        let has_room = match (ring, &ring_read) {
+            (Some(ring), Some(_)) => ring.has_room(),
+            _ => self.disks.pool.has_room(),
+        };
+        if !has_room {
             return Lookup::Miss(writer);
         }
         let Some(reader) = writer.join() else {
@@ -482,6 +534,26 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let key = Bytes::copy_from_slice(primary);
         let bodies = Arc::clone(&self.bodies);
         let segment_from = self.segment_body_min;
+        if let (Some(ring), Some(r)) = (ring, ring_read) {
+            let read = sepia_sys::ring::Read {
+                file: Arc::clone(&r.file),
+                at: r.at,
+                len: r.len,
+                need: r.need,
+                align: r.align,
+                done: Box::new(move |bytes| {
+                    let records = disk.ring_records(&r, &key, hash, segment_from, bytes);
+                    let to = SegmentTarget {
+                        bodies: &bodies,
+                        disk_index,
+                        from: segment_from,
+                    };
+                    fill_from_records(&disk, &key, records, writer, &to);
+                }),
+            };
+            ring.submit(read);
+            return Lookup::Pending(reader);
+        }
         self.disks.pool.spawn(Box::new(move || {
             let to = SegmentTarget {
                 bodies: &bodies,

@@ -21,7 +21,7 @@ pub(crate) struct Tiered {
     pub(crate) dir: tempfile::TempDir,
 }
 
-fn disk_cfg(dir: &std::path::Path) -> DiskConfig {
+pub(crate) fn disk_cfg(dir: &std::path::Path) -> DiskConfig {
     DiskConfig {
         segment_bytes: 256 << 10,
         write_buffer_bytes: 64 << 10,
@@ -92,7 +92,7 @@ mod suite {
 }
 
 /// Stores `key`, hits it (so it earns a disk place), then pushes it out of memory.
-fn demote(t: &Tiered, key: &[u8], body: &[u8]) {
+pub(crate) fn demote(t: &Tiered, key: &[u8], body: &[u8]) {
     conformance::expect_stored(store_object(t, key, b"", body, 5));
     expect_hit(t.lookup(key, &any));
     conformance::expect_stored(store_object(t, b"/once", b"", &pattern(100, 1), 0));
@@ -115,7 +115,10 @@ fn demote(t: &Tiered, key: &[u8], body: &[u8]) {
     t.store.disks()[0].sync(false);
 }
 
-async fn read_pending(t: &Tiered, key: &[u8]) -> Result<(Bytes, Vec<u8>, Meta), FillError> {
+pub(crate) async fn read_pending(
+    t: &Tiered,
+    key: &[u8],
+) -> Result<(Bytes, Vec<u8>, Meta), FillError> {
     let Lookup::Pending(mut reader) = t.lookup(key, &any) else {
         panic!("expected a disk read for {key:?}");
     };

@@ -100,6 +100,7 @@ impl Cache {
             let tiered = TieredConfig {
                 segment_body_min,
                 read_threads: config.disk_read_threads,
+                io_uring: config.disk_io == sepia_config::DiskIo::IoUring,
                 lock_wait,
                 ..TieredConfig::new(memory, disks)
             };
@@ -135,6 +136,7 @@ impl Cache {
             config: CacheConfig {
                 disks: self.config.disks.clone(),
                 disk_read_threads: self.config.disk_read_threads,
+                disk_io: self.config.disk_io,
                 max_object_bytes: self.config.max_object_bytes,
                 sendfile_min_bytes: self.config.sendfile_min_bytes,
                 sendfile_dir: self.config.sendfile_dir.clone(),

@@ -10,19 +10,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use smallvec::SmallVec;
 
 use super::config::{Counters, DiskConfig, DiskStats};
-use super::format::{
-    split_prefix, verify_chunks, verify_prefix, Header, CHUNK, HEADER_LEN, KIND_OBJECT,
-};
+use super::format::{verify_chunks, CHUNK};
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
-use super::record_read::ReadError;
-use super::record_read::{read_body, read_prefix_cached};
-use super::segment::{read_cached_at, read_new_at, read_uncached_at, SegFile};
+use super::record_read::{decode_record, read_record, ReadError};
+use super::segment::{read_new_at, SegFile};
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
 pub(crate) trait Demoted: Send + Sync {
@@ -431,7 +428,7 @@ impl DiskEngine {
     pub(crate) fn read_all(&self, primary: &[u8], segment_from: u64) -> Vec<DiskRecord> {
         let hash = self.hash(primary);
         let locs = self.shared.index.candidates(hash);
-        self.read_records(primary, hash, locs, segment_from, false)
+        self.read_records(primary, hash, &locs, segment_from, false)
             .unwrap_or_default()
     }
 
@@ -445,7 +442,7 @@ impl DiskEngine {
         &self,
         primary: &[u8],
         hash: u64,
-        locs: SmallVec<[Loc; 2]>,
+        locs: &[Loc],
         segment_from: u64,
     ) -> Option<Vec<DiskRecord>> {
         self.read_records(primary, hash, locs, segment_from, true)
@@ -462,7 +459,7 @@ impl DiskEngine {
         &self,
         primary: &[u8],
         hash: u64,
-        locs: SmallVec<[Loc; 2]>,
+        locs: &[Loc],
         segment_from: u64,
         cached_only: bool,
     ) -> Option<Vec<DiskRecord>> {
@@ -471,28 +468,39 @@ impl DiskEngine {
             return Some(out);
         }
         for loc in locs {
-            let read = self.read_one(&loc, primary, hash, segment_from, cached_only);
+            let read = self.read_one(loc, primary, hash, segment_from, cached_only);
             if matches!(read, Err(ReadError::WouldBlock)) {
                 return None;
             }
-            self.shared.counters.reads.fetch_add(1, Relaxed);
-            match read {
-                Ok(Some(rec)) => {
-                    self.shared.counters.hits.fetch_add(1, Relaxed);
-                    if !loc.hit {
-                        self.shared.index.mark_hit(hash, loc.seg, loc.offset);
-                    }
-                    out.push(rec);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    if self.read_failed(hash, loc.seg, loc.offset, e) {
-                        return Some(Vec::new());
-                    }
-                }
+            if self.book_read(loc, hash, read, &mut out) {
+                return Some(Vec::new());
             }
         }
         Some(out)
+    }
+
+    /// Counts a read of the record at `loc` and keeps it in `out` when it is `primary`'s;
+    /// true when the disk failed (then nothing read counts).
+    pub(crate) fn book_read(
+        &self,
+        loc: &Loc,
+        hash: u64,
+        read: Result<Option<DiskRecord>, ReadError>,
+        out: &mut Vec<DiskRecord>,
+    ) -> bool {
+        self.shared.counters.reads.fetch_add(1, Relaxed);
+        match read {
+            Ok(Some(rec)) => {
+                self.shared.counters.hits.fetch_add(1, Relaxed);
+                if !loc.hit {
+                    self.shared.index.mark_hit(hash, loc.seg, loc.offset);
+                }
+                out.push(rec);
+                false
+            }
+            Ok(None) => false,
+            Err(e) => self.read_failed(hash, loc.seg, loc.offset, e),
+        }
     }
 
     /// Books a failed read of the record at `seg`/`offset`: a checksum failure drops it
@@ -551,62 +559,8 @@ impl DiskEngine {
             None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
             None => return Err(ReadError::Corrupt),
         };
-        let mut prefix = read_record(&seg, loc, small, prefix_only, cached_only)?;
-        let h = verify_prefix(&prefix).ok_or(ReadError::Corrupt)?;
-        if h.kind != KIND_OBJECT || (loc.len > 0 && h.record_len() != loc.len) {
-            return Err(ReadError::Corrupt);
-        }
-        let p = split_prefix(&h, &prefix);
-        if p.primary != primary {
-            return Ok(None);
-        }
-        let lens = [
-            p.primary.len(),
-            p.secondary.len(),
-            p.meta.len(),
-            p.head.len(),
-        ];
-        let prefix_len = h.prefix_len() as usize;
-        let body_at = loc.offset + prefix_len as u64;
-        // A body to be sent from the segment by a worker must be in the page cache: a
-        // `sendfile` of evicted pages would stall the event loop on the device.
-        if prefix_only && !super::segment::resident(&seg.file, body_at, h.body_len) {
-            return Err(ReadError::WouldBlock);
-        }
-        // The body within the first read (every small record): verified where it lies.
-        let body_len = h.body_len as usize;
-        let whole = prefix.len() >= prefix_len + body_len;
-        if whole && !verify_chunks(p.chunk_crcs, 0, &prefix[prefix_len..prefix_len + body_len]) {
-            return Err(ReadError::Corrupt);
-        }
-        let in_file = (h.body_len >= segment_from || prefix_only).then(|| InFile {
-            file: Arc::clone(&seg.file),
-            at: body_at,
-            crcs: p.chunk_crcs.to_vec(),
-            verified: prefix_only || whole,
-        });
-        let body = if whole {
-            vec![prefix.split_off(prefix_len).freeze().slice(..body_len)]
-        } else if in_file.is_some() {
-            Vec::new()
-        } else {
-            read_body(&seg, body_at, h.body_len, p.chunk_crcs)?
-        };
-        let mut fixed = prefix.freeze();
-        fixed.advance(HEADER_LEN);
-        Ok(Some(DiskRecord {
-            seq: h.seq,
-            primary: fixed.split_to(lens[0]),
-            secondary: fixed.split_to(lens[1]),
-            meta: fixed.split_to(lens[2]),
-            head: fixed.split_to(lens[3]),
-            body,
-            body_len: h.body_len,
-            in_file,
-            hash,
-            seg: loc.seg,
-            offset: loc.offset,
-        }))
+        let prefix = read_record(&seg, loc, small, prefix_only, cached_only)?;
+        decode_record(&seg, loc, prefix, primary, hash, segment_from, prefix_only)
     }
 
     /// Flushes the write buffer and, with `checkpoint`, writes the index checkpoint; waits.
@@ -709,46 +663,6 @@ enum Enqueue {
     Queued,
     Full(Arc<dyn Demoted>),
     Failed,
-}
-
-/// The bytes of the record at `loc` that [`DiskEngine::read_one`] decodes: the whole record
-/// up to 4 chunks, else its prefix (the body follows), read as the lookup may.
-fn read_record(
-    seg: &SegFile,
-    loc: &Loc,
-    small: bool,
-    prefix_only: bool,
-    cached_only: bool,
-) -> Result<BytesMut, ReadError> {
-    let whole = loc.len > 0 && loc.len <= 4 * CHUNK;
-    let len = loc.len as usize;
-    if prefix_only {
-        return read_prefix_cached(seg, loc)?.ok_or(ReadError::WouldBlock);
-    }
-    if !whole {
-        let b = read_new_at(&seg.file, HEADER_LEN, loc.offset)?;
-        let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
-        return Ok(read_new_at(&seg.file, h.prefix_len() as usize, loc.offset)?);
-    }
-    if cached_only {
-        // `preadv2` wants initialised memory: malloc and memset, not calloc (see
-        // `read_new_at`).
-        let mut b = BytesMut::with_capacity(len);
-        b.resize(len, 0);
-        if !read_cached_at(&seg.file, &mut b, loc.offset)? {
-            return Err(ReadError::WouldBlock);
-        }
-        return Ok(b);
-    }
-    if !small && !loc.verified {
-        // The record's first read in this process, untried on the workers (they try small
-        // records only): past the page cache (see `read_uncached_at`). Once verified, its
-        // reads go through the page cache, which `sendfile` serves later hits from.
-        return Ok(read_uncached_at(seg, len, loc.offset)?);
-    }
-    // A small record, whose attempt on the worker started reading it into the page cache
-    // (`RWF_NOWAIT` reads start readahead), or a verified one.
-    Ok(read_new_at(&seg.file, len, loc.offset)?)
 }
 
 /// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one

@@ -3,11 +3,16 @@
 
 use std::io;
 
-use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
 
-use super::format::{verify_chunks, Header, CHUNK};
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::engine::{DiskRecord, InFile};
+use super::format::{
+    split_prefix, verify_chunks, verify_prefix, Header, CHUNK, HEADER_LEN, KIND_OBJECT,
+};
 use super::index::Loc;
-use super::segment::{read_cached_at, read_new_at, SegFile};
+use super::segment::{read_cached_at, read_new_at, read_uncached_at, SegFile};
 
 pub(crate) enum ReadError {
     Corrupt,
@@ -70,4 +75,114 @@ pub(super) fn read_body(
         done += n;
     }
     Ok(out)
+}
+
+/// Decodes and verifies the record at `loc` from `prefix`, its bytes as [`read_record`]
+/// read them (the whole record, or its prefix: then a body below `segment_from` is read
+/// here, chunk by chunk). `Ok(None)`: a valid record of another key (a tag collision).
+pub(super) fn decode_record(
+    seg: &SegFile,
+    loc: &Loc,
+    mut prefix: BytesMut,
+    primary: &[u8],
+    hash: u64,
+    segment_from: u64,
+    prefix_only: bool,
+) -> Result<Option<DiskRecord>, ReadError> {
+    let h = verify_prefix(&prefix).ok_or(ReadError::Corrupt)?;
+    if h.kind != KIND_OBJECT || (loc.len > 0 && h.record_len() != loc.len) {
+        return Err(ReadError::Corrupt);
+    }
+    let p = split_prefix(&h, &prefix);
+    if p.primary != primary {
+        return Ok(None);
+    }
+    let lens = [
+        p.primary.len(),
+        p.secondary.len(),
+        p.meta.len(),
+        p.head.len(),
+    ];
+    let prefix_len = h.prefix_len() as usize;
+    let body_at = loc.offset + prefix_len as u64;
+    // A body to be sent from the segment by a worker must be in the page cache: a
+    // `sendfile` of evicted pages would stall the event loop on the device.
+    if prefix_only && !super::segment::resident(&seg.file, body_at, h.body_len) {
+        return Err(ReadError::WouldBlock);
+    }
+    // The body within the first read (every small record): verified where it lies.
+    let body_len = h.body_len as usize;
+    let whole = prefix.len() >= prefix_len + body_len;
+    if whole && !verify_chunks(p.chunk_crcs, 0, &prefix[prefix_len..prefix_len + body_len]) {
+        return Err(ReadError::Corrupt);
+    }
+    let in_file = (h.body_len >= segment_from || prefix_only).then(|| InFile {
+        file: Arc::clone(&seg.file),
+        at: body_at,
+        crcs: p.chunk_crcs.to_vec(),
+        verified: prefix_only || whole,
+    });
+    let body = if whole {
+        vec![prefix.split_off(prefix_len).freeze().slice(..body_len)]
+    } else if in_file.is_some() {
+        Vec::new()
+    } else {
+        read_body(seg, body_at, h.body_len, p.chunk_crcs)?
+    };
+    let mut fixed = prefix.freeze();
+    fixed.advance(HEADER_LEN);
+    Ok(Some(DiskRecord {
+        seq: h.seq,
+        primary: fixed.split_to(lens[0]),
+        secondary: fixed.split_to(lens[1]),
+        meta: fixed.split_to(lens[2]),
+        head: fixed.split_to(lens[3]),
+        body,
+        body_len: h.body_len,
+        in_file,
+        hash,
+        seg: loc.seg,
+        offset: loc.offset,
+    }))
+}
+
+/// The bytes of the record at `loc` that [`decode_record`] decodes: the whole record
+/// up to 4 chunks, else its prefix (the body follows), read as the lookup may.
+pub(super) fn read_record(
+    seg: &SegFile,
+    loc: &Loc,
+    small: bool,
+    prefix_only: bool,
+    cached_only: bool,
+) -> Result<BytesMut, ReadError> {
+    let whole = loc.len > 0 && loc.len <= 4 * CHUNK;
+    let len = loc.len as usize;
+    if prefix_only {
+        return read_prefix_cached(seg, loc)?.ok_or(ReadError::WouldBlock);
+    }
+    if !whole {
+        let b = read_new_at(&seg.file, HEADER_LEN, loc.offset)?;
+        let h = Header::parse(&b).ok_or(ReadError::Corrupt)?;
+        return Ok(read_new_at(&seg.file, h.prefix_len() as usize, loc.offset)?);
+    }
+    if cached_only {
+        // `preadv2` wants initialised memory: malloc and memset, not calloc (see
+        // `read_new_at`).
+        let mut b = BytesMut::with_capacity(len);
+        b.resize(len, 0);
+        if !read_cached_at(&seg.file, &mut b, loc.offset)? {
+            return Err(ReadError::WouldBlock);
+        }
+        return Ok(b);
+    }
+    if !small && !loc.verified {
+        // The record's first read in this process, untried on the workers (they try small
+        // records only): past the page cache (see `read_uncached_at`). Once verified, its
+        // reads go through the page cache, which `sendfile` serves later hits from.
+        return Ok(read_uncached_at(seg, len, loc.offset)?);
+    }
+    // A small record (kept in the page cache: a kernel without `cachestat` has the worker's
+    // `RWF_NOWAIT` attempt reading it in already, and a small record's blocks hold its
+    // neighbours' too), or a verified one.
+    Ok(read_new_at(&seg.file, len, loc.offset)?)
 }

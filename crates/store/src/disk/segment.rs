@@ -21,12 +21,13 @@ pub(crate) struct SegFile {
     /// The same file opened with `O_DIRECT` at its first uncached read (see
     /// [`read_uncached_at`]; a descriptor more only for segments read cold); `None` where
     /// the file system refuses it (tmpfs) or the file is gone (reclaimed).
-    direct: std::sync::OnceLock<Option<File>>,
+    direct: std::sync::OnceLock<Option<std::sync::Arc<File>>>,
     path: PathBuf,
 }
 
 impl SegFile {
-    fn direct(&self) -> Option<&File> {
+    /// The `O_DIRECT` descriptor, opened at the first call (see the field).
+    pub(crate) fn direct(&self) -> Option<&std::sync::Arc<File>> {
         if let Some(direct) = self.direct.get() {
             return direct.as_ref();
         }
@@ -41,7 +42,7 @@ impl SegFile {
                     (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
                     _ => false,
                 };
-                same.then_some(file)
+                same.then(|| std::sync::Arc::new(file))
             }
             // The file system refuses O_DIRECT (tmpfs), or the file is gone: for good.
             Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOENT) => None,
@@ -95,7 +96,7 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
 
 /// `O_DIRECT` wants the file offset, the length and the buffer aligned to the device's
 /// logical block; a page satisfies every device Linux supports.
-const DIRECT_ALIGN: usize = 4096;
+pub(crate) const DIRECT_ALIGN: usize = 4096;
 
 /// Reads exactly `len` bytes at `at` from the device past the page cache (`O_DIRECT`),
 /// for a record's first read: as [`read_new_at`] where the file system refuses it. A cold
@@ -202,8 +203,14 @@ pub(crate) fn read_new_at(file: &File, len: usize, at: u64) -> io::Result<bytes:
 /// [`read_at`] only if the bytes are in the page cache (`preadv2` with `RWF_NOWAIT`, Linux
 /// 4.14): `Ok(false)` when reading them would wait for the device, so that a worker thread can
 /// read a cached record itself and leave the ones that would block to the read threads.
+/// Asked first with `cachestat(2)` where the kernel has it (6.5): a `RWF_NOWAIT` read that
+/// misses starts reading the pages before it fails, so the worker would submit the device
+/// request itself, one per lookup (see `sepia_sys::cachestat`).
 pub(crate) fn read_cached_at(file: &File, buf: &mut [u8], at: u64) -> io::Result<bool> {
     use rustix::io::{preadv2, ReadWriteFlags};
+    if let Ok(false) = sepia_sys::cachestat::all_cached(file, at, buf.len() as u64) {
+        return Ok(false);
+    }
     let mut done = 0;
     while done < buf.len() {
         let mut parts = [io::IoSliceMut::new(&mut buf[done..])];
@@ -238,16 +245,19 @@ pub(crate) fn summary_at(seg: &SegFile, size: u64) -> io::Result<Option<u64>> {
     Ok(Some(summary_at))
 }
 
-/// Whether the `len` bytes at `at` are likely all in the page cache, so that a `sendfile`
-/// of them will not wait for the device on a worker thread: one byte of every 256 KiB and
-/// the last byte are read with `RWF_NOWAIT` (reads fill the cache in whole runs, so the
-/// pages between probes are there too but for a page evicted alone; then the send waits
-/// for that one page). Linux's `cachestat(2)` would answer exactly; rustix does not wrap
-/// it, and the workspace has no `unsafe`.
+/// Whether the `len` bytes at `at` are all in the page cache, so that a `sendfile` of them
+/// will not wait for the device on a worker thread: `cachestat(2)` counts their pages.
+/// Before Linux 6.5, one byte of every 256 KiB and the last byte are read with `RWF_NOWAIT`
+/// (reads fill the cache in whole runs, so the pages between probes are there too but for a
+/// page evicted alone; then the send waits for that one page; and a probe that misses
+/// starts reading its page).
 pub(crate) fn resident(file: &File, at: u64, len: u64) -> bool {
     const STEP: u64 = 256 << 10;
     if len == 0 {
         return true;
+    }
+    if let Ok(all) = sepia_sys::cachestat::all_cached(file, at, len) {
+        return all;
     }
     let probes = (0..len)
         .step_by(STEP as usize)

@@ -57,7 +57,18 @@ pub(super) fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
     writer: FillWriter<M>,
     to: &SegmentTarget<'_, M>,
 ) {
-    let records = disk.read_all(key, to.from);
+    fill_from_records(disk, key, disk.read_all(key, to.from), writer, to);
+}
+
+/// Plays the newest usable of `key`'s `records` (as read from `disk`) into the fill, or
+/// hands the fill over to a waiting request.
+pub(super) fn fill_from_records<M: Persist + Clone + Send + Sync + 'static>(
+    disk: &DiskEngine,
+    key: &Bytes,
+    records: Vec<DiskRecord>,
+    writer: FillWriter<M>,
+    to: &SegmentTarget<'_, M>,
+) {
     let usable = records
         .into_iter()
         .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))

@@ -1,0 +1,105 @@
+//! Disk reads made by an io_uring (`sepia-sys`) instead of the read threads
+//! (`cache.disk_io = "io_uring"`): which reads it makes, and how their bytes become
+//! records. The ring makes the common read, one record read whole; the rest (several
+//! variants, records over 4 chunks, a disk still loading) stays with the read threads.
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+
+use super::engine::{DiskEngine, DiskRecord, CACHED_READ_MAX};
+use super::format::CHUNK;
+use super::index::Loc;
+use super::record_read::{decode_record, ReadError};
+use super::segment::{SegFile, DIRECT_ALIGN};
+
+/// One read for the ring: `len` bytes at `at` of `file` (at least `need`: whole blocks
+/// may run past the end of the file), in a buffer aligned to `align`; the record starts
+/// `skip` bytes in.
+pub(crate) struct RingRead {
+    pub(crate) file: Arc<File>,
+    pub(crate) at: u64,
+    pub(crate) len: usize,
+    pub(crate) need: usize,
+    pub(crate) align: usize,
+    skip: usize,
+    seg: Arc<SegFile>,
+    loc: Loc,
+}
+
+impl DiskEngine {
+    /// The ring's read of `locs` (a key's index entries): one record, read whole, as a read
+    /// thread would read it (`record_read::read_record`): past the page cache for a large
+    /// record's first read, else through it (a small record the worker tried is being read
+    /// into it already). `None`: leave it to the read threads.
+    pub(crate) fn ring_read(&self, locs: &[Loc]) -> Option<RingRead> {
+        let [loc] = locs else { return None };
+        if self.failed() || loc.len == 0 || loc.len > 4 * CHUNK {
+            return None;
+        }
+        let seg = self.shared.seg(loc.seg)?;
+        let len = loc.len as usize;
+        let first_of_large = loc.len > CACHED_READ_MAX && !loc.verified;
+        let direct = first_of_large.then(|| seg.direct().cloned()).flatten();
+        let (file, at, skip, span, align) = match direct {
+            Some(file) => {
+                let at = loc.offset - loc.offset % DIRECT_ALIGN as u64;
+                let skip = (loc.offset - at) as usize;
+                let span = (skip + len).next_multiple_of(DIRECT_ALIGN);
+                (file, at, skip, span, DIRECT_ALIGN)
+            }
+            None => (Arc::clone(&seg.file), loc.offset, 0, len, 1),
+        };
+        Some(RingRead {
+            file,
+            at,
+            len: span,
+            need: skip + len,
+            align,
+            skip,
+            seg,
+            loc: *loc,
+        })
+    }
+
+    /// The records the ring's `read` of `r` gives, booked as the read threads book theirs.
+    pub(crate) fn ring_records(
+        &self,
+        r: &RingRead,
+        primary: &[u8],
+        hash: u64,
+        segment_from: u64,
+        read: io::Result<BytesMut>,
+    ) -> Vec<DiskRecord> {
+        let mut out = Vec::new();
+        let mut b = match read {
+            Ok(b) => b,
+            // The ring stopping, or a file system refusing this `O_DIRECT` read: a miss,
+            // nothing wrong with the disk.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.raw_os_error() == Some(22) => {
+                return out
+            }
+            Err(e) => {
+                self.read_failed(hash, r.loc.seg, r.loc.offset, ReadError::Io(e));
+                return out;
+            }
+        };
+        let len = r.loc.len as usize;
+        if r.skip > 0 || b.len() > len {
+            // As `segment::read_direct`: the blocks around the record are kept only when
+            // they add little.
+            b = if b.len() - len > len / 4 {
+                BytesMut::from(&b[r.skip..r.skip + len])
+            } else {
+                let _ = b.split_to(r.skip);
+                b.truncate(len);
+                b
+            };
+        }
+        let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
+        self.book_read(&r.loc, hash, read, &mut out);
+        out
+    }
+}
