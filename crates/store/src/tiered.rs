@@ -160,6 +160,8 @@ pub struct TieredConfig {
     /// Reads of records not in the page cache go through an io_uring (one thread, any
     /// number in flight; `disk/ring_read.rs`) where the kernel allows it; the read threads
     /// keep the reads it does not make. Falls back to the threads (logged) without it.
+    /// Off in [`TieredConfig::new`] (the store's tests drive the threads); the proxy's
+    /// `cache.disk_io` turns it on by default.
     pub io_uring: bool,
     /// How long [`TieredStore::close`] may spend writing the earned objects still in memory.
     pub close_write_limit: std::time::Duration,
@@ -244,9 +246,10 @@ fn open_ring(cfg: &TieredConfig, any_disk: bool) -> Option<sepia_sys::ring::Read
     if !cfg.io_uring || !any_disk {
         return None;
     }
-    // In flight at once: as many as may wait for the read threads.
+    // In flight at once: as many reads as may wait for the read threads, and as many
+    // bytes as 16 threads reading 4 MiB records hold.
     let depth = cfg.max_queued_reads.clamp(1, 4096) as u32;
-    match sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads) {
+    match sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20) {
         Ok(ring) => Some(ring),
         Err(e) => {
             tracing::warn!(
@@ -517,7 +520,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         locs: &[Loc],
         writer: FillWriter<M>,
     ) -> Lookup<M> {
-        let ring = self.disks.ring.as_ref();
+        // A ring whose thread failed leaves every read to the threads.
+        let ring = self.disks.ring.as_ref().filter(|r| r.running());
         let ring_read = ring.and_then(|_| disk.ring_read(locs));
         let has_room = match (ring, &ring_read) {
             (Some(ring), Some(_)) => ring.has_room(),
@@ -541,6 +545,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 len: r.len,
                 need: r.need,
                 align: r.align,
+                fallback: r.fallback.clone(),
                 done: Box::new(move |bytes| {
                     let records = disk.ring_records(&r, &key, hash, segment_from, bytes);
                     let to = SegmentTarget {

@@ -52,30 +52,52 @@ fn a_small_record_is_read_by_the_ring() {
     assert_eq!(again.body().to_chunks().unwrap().concat(), body);
 }
 
+/// Keys and their bodies.
+type Bodies = [(&'static [u8], Vec<u8>); 2];
+
+/// Two large records written into one segment, the store reopened (nothing verified).
+fn two_large_reopened(len: usize) -> Option<(Tiered, Bodies)> {
+    let bodies = [
+        (&b"/a"[..], pattern(len, 7)),
+        (&b"/b"[..], pattern(len + 5, 8)),
+    ];
+    let t = ring_store(disk_dir(), 1 << 20, 64 << 10)?;
+    for (key, body) in &bodies {
+        conformance::expect_stored(store_object(&t, key, b"", body, 4));
+        expect_hit(t.lookup(key, &any));
+    }
+    t.store.close();
+    let Tiered { store, dir } = t;
+    drop(store);
+    Some((ring_store(dir, 1 << 20, 64 << 10).unwrap(), bodies))
+}
+
 #[test]
 fn large_first_reads_by_the_ring_past_the_page_cache_give_every_byte() {
-    // Each body ends its segment but for the summary and footer, at a different offset
-    // within a block: the direct read's whole blocks run past the end of the file.
-    for len in [300_000, 300_001, 301_017, 303_500] {
-        let body = pattern(len, 7);
-        let t = ring_store(disk_dir(), 1 << 20, 64 << 10);
-        let Some(t) = t else { return };
-        conformance::expect_stored(store_object(&t, b"/big", b"", &body, 4));
-        expect_hit(t.lookup(b"/big", &any));
-        t.store.close();
-        let Tiered { store, dir } = t;
-        drop(store);
-        let t = ring_store(dir, 1 << 20, 64 << 10).unwrap();
-        let got = runtime().block_on(read_pending(&t, b"/big")).unwrap();
-        assert!(got.1 == body, "{len}: the bytes stored");
-        let s = t.stats();
-        assert_eq!((s.disks_failed, s.disk_checksum_failures), (0, 0), "{len}");
-        assert_eq!(t.store.ring_reads(), Some(1), "{len}");
-        // Remembered, and sent from the segment file from now on.
-        let hit = expect_hit(t.lookup(b"/big", &any));
-        let crate::Body::File(f) = hit.body() else {
-            panic!("a segment-backed body expected")
-        };
-        assert!(f.read_all().unwrap() == body);
+    // The first read of a segment opens its `O_DIRECT` descriptor on a read thread, the
+    // second goes to the ring. Read in both orders, so that the ring reads the record that
+    // ends its segment (but for the summary and footer), at a different offset within a
+    // block for each length: the direct read's whole blocks run past the end of the file.
+    for len in [100_000, 100_001, 101_017, 103_500] {
+        for order in [[0, 1], [1, 0]] {
+            let Some((t, bodies)) = two_large_reopened(len) else {
+                return;
+            };
+            for (i, &which) in order.iter().enumerate() {
+                let (key, body) = &bodies[which];
+                let got = runtime().block_on(read_pending(&t, key)).unwrap();
+                assert!(&got.1 == body, "{len}: the bytes stored");
+                let by_ring = t.store.ring_reads();
+                assert_eq!(by_ring, Some(i as u64), "{len}: the ring reads the second");
+                // Remembered, and sent from the segment file from now on.
+                let hit = expect_hit(t.lookup(key, &any));
+                let crate::Body::File(f) = hit.body() else {
+                    panic!("a segment-backed body expected")
+                };
+                assert!(f.read_all().unwrap() == body);
+            }
+            let s = t.stats();
+            assert_eq!((s.disks_failed, s.disk_checksum_failures), (0, 0), "{len}");
+        }
     }
 }

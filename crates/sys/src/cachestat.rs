@@ -11,8 +11,23 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
-/// The system call's number: one for every architecture (it came after the unified table).
-const SYS_CACHESTAT: libc::c_long = 451;
+/// The system call's number: 451 wherever the unified table is used (alpha and MIPS
+/// number it otherwise: there, this answers `Unsupported`).
+const SYS_CACHESTAT: Option<libc::c_long> = if cfg!(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64",
+    target_arch = "loongarch64",
+    target_arch = "s390x",
+    target_arch = "powerpc64",
+    target_arch = "powerpc",
+)) {
+    Some(451)
+} else {
+    None
+};
 
 #[repr(C)]
 struct Range {
@@ -30,14 +45,18 @@ struct Stat {
     nr_recently_evicted: u64,
 }
 
-/// Whether every page holding bytes `at..at + len` of `file` is in the page cache.
-/// `Err` where the kernel lacks `cachestat` (`ENOSYS`, before 6.5) or refuses the file.
+/// Whether every page holding bytes `at..at + len` of `file` is in the page cache (present:
+/// a page still being read in counts). `Err` where the kernel lacks `cachestat` (`ENOSYS`,
+/// before 6.5) or refuses the file.
 pub fn all_cached(file: &File, at: u64, len: u64) -> io::Result<bool> {
+    let Some(nr) = SYS_CACHESTAT else {
+        return Err(io::ErrorKind::Unsupported.into());
+    };
     if len == 0 {
         return Ok(true);
     }
-    const PAGE: u64 = 4096;
-    let pages = (at + len - 1) / PAGE - at / PAGE + 1;
+    let page = rustix::param::page_size() as u64;
+    let pages = (at + len - 1) / page - at / page + 1;
     let range = Range { off: at, len };
     let mut stat = Stat::default();
     #[allow(unsafe_code)]
@@ -47,7 +66,7 @@ pub fn all_cached(file: &File, at: u64, len: u64) -> io::Result<bool> {
     // borrowed from `file`, open for the call; flags must be 0. It touches no other memory.
     let rc = unsafe {
         libc::syscall(
-            SYS_CACHESTAT,
+            nr,
             file.as_raw_fd(),
             &range as *const Range,
             &mut stat as *mut Stat,

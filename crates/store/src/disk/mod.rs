@@ -105,9 +105,10 @@
 //! so the worker asks `cachestat(2)` first (`sepia_sys::cachestat`, Linux 6.5; ~0.4 µs):
 //! a lookup never submits a device read itself. Reads that would block, and the first read
 //! of a large body (every chunk verified), go to the io_uring (`ring_read.rs`, one thread,
-//! up to 1,024 in flight, batched submissions; `cache.disk_io = "io_uring"`, the default)
-//! or the read threads (`pool.rs`, 16 by default, bounded queue), which also take the reads
-//! the ring does not make (records over 4 chunks, keys with several records).
+//! up to 1,024 reads or 64 MiB in flight, batched submissions; `cache.disk_io =
+//! "io_uring"`, the default) or the read threads (`pool.rs`, 16 by default, bounded
+//! queue), which also take the reads the ring does not make (records over a chunk, keys
+//! with several records, a segment's first read past the page cache).
 //! Measured on cold 4 KiB hits: 26–33 CPU-µs per hit with the ring against 40–42 with the
 //! threads (bench/RESULTS.md, 2026-11-27).
 //!

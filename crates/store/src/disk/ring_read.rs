@@ -1,7 +1,8 @@
 //! Disk reads made by an io_uring (`sepia-sys`) instead of the read threads
 //! (`cache.disk_io = "io_uring"`): which reads it makes, and how their bytes become
-//! records. The ring makes the common read, one record read whole; the rest (several
-//! variants, records over 4 chunks, a disk still loading) stays with the read threads.
+//! records. The ring makes the common read, one record of at most a chunk (1 MiB) read
+//! whole; the rest (several variants, larger records, a disk still loading, a segment
+//! whose `O_DIRECT` descriptor is not open yet) stays with the read threads.
 
 use std::fs::File;
 use std::io;
@@ -24,6 +25,9 @@ pub(crate) struct RingRead {
     pub(crate) len: usize,
     pub(crate) need: usize,
     pub(crate) align: usize,
+    /// For a read past the page cache: the segment's usual descriptor, should the file
+    /// system refuse the direct read.
+    pub(crate) fallback: Option<Arc<File>>,
     skip: usize,
     seg: Arc<SegFile>,
     loc: Loc,
@@ -32,17 +36,22 @@ pub(crate) struct RingRead {
 impl DiskEngine {
     /// The ring's read of `locs` (a key's index entries): one record, read whole, as a read
     /// thread would read it (`record_read::read_record`): past the page cache for a large
-    /// record's first read, else through it (a small record the worker tried is being read
-    /// into it already). `None`: leave it to the read threads.
+    /// record's first read, else through it. `None`: leave it to the read threads.
     pub(crate) fn ring_read(&self, locs: &[Loc]) -> Option<RingRead> {
         let [loc] = locs else { return None };
-        if self.failed() || loc.len == 0 || loc.len > 4 * CHUNK {
+        if self.failed() || loc.len == 0 || loc.len > CHUNK {
             return None;
         }
         let seg = self.shared.seg(loc.seg)?;
         let len = loc.len as usize;
-        let first_of_large = loc.len > CACHED_READ_MAX && !loc.verified;
-        let direct = first_of_large.then(|| seg.direct().cloned()).flatten();
+        let direct = if loc.len > CACHED_READ_MAX && !loc.verified {
+            // Opening it is a system call or three: the read threads do that, not the
+            // event loop; later reads of the segment find it open.
+            seg.direct_if_opened()?.cloned()
+        } else {
+            None
+        };
+        let fallback = direct.is_some().then(|| Arc::clone(&seg.file));
         let (file, at, skip, span, align) = match direct {
             Some(file) => {
                 let at = loc.offset - loc.offset % DIRECT_ALIGN as u64;
@@ -58,6 +67,7 @@ impl DiskEngine {
             len: span,
             need: skip + len,
             align,
+            fallback,
             skip,
             seg,
             loc: *loc,

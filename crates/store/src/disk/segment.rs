@@ -26,6 +26,12 @@ pub(crate) struct SegFile {
 }
 
 impl SegFile {
+    /// The `O_DIRECT` descriptor if an earlier [`SegFile::direct`] tried to open it (`None`:
+    /// not tried yet; `Some(None)`: refused).
+    pub(crate) fn direct_if_opened(&self) -> Option<Option<&std::sync::Arc<File>>> {
+        self.direct.get().map(Option::as_ref)
+    }
+
     /// The `O_DIRECT` descriptor, opened at the first call (see the field).
     pub(crate) fn direct(&self) -> Option<&std::sync::Arc<File>> {
         if let Some(direct) = self.direct.get() {
@@ -104,9 +110,10 @@ pub(crate) const DIRECT_ALIGN: usize = 4096;
 /// copied them out (~20 % of a cold 64 KiB hit's CPU, bench/RESULTS.md 2026-11-27), for
 /// pages that most records, read once, never use again: memory holds the small ones it
 /// promotes, and a large body read a second time goes through the page cache, which
-/// `sendfile` serves its later hits from. No residency check first: the only one without
-/// `unsafe` (`RWF_NOWAIT`) starts reading the pages it asks about. Cached or dirty pages
-/// are still read correctly (the kernel writes dirty ones back first), only not from memory.
+/// `sendfile` serves its later hits from. No residency check first: such a record is rarely
+/// cached (and a `RWF_NOWAIT` check would start reading the pages it asks about). Cached or
+/// dirty pages are still read correctly (the kernel writes dirty ones back first), only not
+/// from memory.
 pub(crate) fn read_uncached_at(seg: &SegFile, len: usize, at: u64) -> io::Result<bytes::BytesMut> {
     if let Some(direct) = seg.direct() {
         if let Some(b) = read_direct(direct, len, at)? {
@@ -246,18 +253,22 @@ pub(crate) fn summary_at(seg: &SegFile, size: u64) -> io::Result<Option<u64>> {
 }
 
 /// Whether the `len` bytes at `at` are all in the page cache, so that a `sendfile` of them
-/// will not wait for the device on a worker thread: `cachestat(2)` counts their pages.
-/// Before Linux 6.5, one byte of every 256 KiB and the last byte are read with `RWF_NOWAIT`
-/// (reads fill the cache in whole runs, so the pages between probes are there too but for a
-/// page evicted alone; then the send waits for that one page; and a probe that misses
-/// starts reading its page).
+/// will not wait for the device on a worker thread: `cachestat(2)` counts their pages
+/// (Linux 6.5), then one byte of every 256 KiB and the last byte are read with
+/// `RWF_NOWAIT`, which fails for a page still being read in (reads fill the cache in whole
+/// runs, so the pages between probes are there too). Without `cachestat`, the probes alone
+/// (then a page evicted alone makes the send wait for it, and a probe that misses starts
+/// reading its page).
 pub(crate) fn resident(file: &File, at: u64, len: u64) -> bool {
     const STEP: u64 = 256 << 10;
     if len == 0 {
         return true;
     }
-    if let Ok(all) = sepia_sys::cachestat::all_cached(file, at, len) {
-        return all;
+    // `cachestat` counts pages that are present, also those still being read in, for
+    // which a `sendfile` would wait: it answers a miss without side effects, and the
+    // probes below (of present pages: they read nothing in) answer the rest.
+    if let Ok(false) = sepia_sys::cachestat::all_cached(file, at, len) {
+        return false;
     }
     let probes = (0..len)
         .step_by(STEP as usize)

@@ -21,6 +21,7 @@ fn read(file: &Arc<File>, at: u64, len: usize, tx: &mpsc::Sender<Answer>) -> Rea
         len,
         need: len,
         align: 1,
+        fallback: None,
         done: Box::new(move |r| {
             let _ = tx.send((at, len, r));
         }),
@@ -35,7 +36,7 @@ fn recv(rx: &mpsc::Receiver<Answer>) -> Answer {
 #[test]
 fn reads_return_exactly_their_ranges_with_more_reads_than_the_depth() {
     let (file, data) = data_file(300_000);
-    let ring = ReadRing::new(4, 1000).unwrap();
+    let ring = ReadRing::new(4, 1000, 1 << 20).unwrap();
     let (tx, rx) = mpsc::channel();
     let ranges: Vec<(u64, usize)> = (0..200)
         .map(|i| ((i * 1_337) % 250_000, 1 + (i as usize * 97) % 40_000))
@@ -53,7 +54,7 @@ fn reads_return_exactly_their_ranges_with_more_reads_than_the_depth() {
 #[test]
 fn a_read_past_the_end_of_the_file_fails() {
     let (file, _) = data_file(10_000);
-    let ring = ReadRing::new(8, 10).unwrap();
+    let ring = ReadRing::new(8, 10, 1 << 20).unwrap();
     let (tx, rx) = mpsc::channel();
     ring.submit(read(&file, 9_000, 2_000, &tx));
     let e = recv(&rx).2.unwrap_err();
@@ -90,10 +91,11 @@ fn an_aligned_read_gets_an_aligned_buffer_and_reads_past_the_page_cache() {
         return; // no O_DIRECT here: nothing to check
     };
     let file = Arc::new(direct);
-    let ring = ReadRing::new(8, 10).unwrap();
+    let ring = ReadRing::new(8, 10, 1 << 20).unwrap();
     let (tx, rx) = mpsc::channel();
+    let buffered = Arc::new(File::open(&path).unwrap());
     let mut r = read(&file, 8192, 65_536, &tx);
-    r.align = 4096;
+    (r.align, r.fallback) = (4096, Some(Arc::clone(&buffered)));
     ring.submit(r);
     let (_, _, b) = recv(&rx);
     match b {
@@ -101,29 +103,34 @@ fn an_aligned_read_gets_an_aligned_buffer_and_reads_past_the_page_cache() {
             assert_eq!(b.as_ptr().align_offset(4096), 0);
             assert_eq!(&b[..], &data[8192..8192 + 65_536]);
         }
-        // A file system that takes the flag but not the read.
-        Err(e) => assert_eq!(e.raw_os_error(), Some(22), "{e}"),
+        Err(e) => panic!("{e}"),
     }
     // The file's last bytes (200,000 is not a multiple of 4096): the whole blocks around
     // them run past its end.
     let mut r = read(&file, 196_608, 8192, &tx);
-    (r.align, r.need) = (4096, 200_000 - 196_608);
+    (r.align, r.need, r.fallback) = (4096, 200_000 - 196_608, Some(buffered));
     ring.submit(r);
-    if let Ok(b) = recv(&rx).2 {
-        assert_eq!(&b[..], &data[196_608..]);
-    }
+    let b = recv(&rx).2.expect("read directly, or through the fallback");
+    assert_eq!(&b[..], &data[196_608..]);
+    // An unaligned offset: the kernel refuses the direct read, the fallback reads it.
+    let mut r = read(&file, 100, 4096, &tx);
+    (r.align, r.fallback) = (4096, Some(Arc::new(File::open(&path).unwrap())));
+    ring.submit(r);
+    let b = recv(&rx).2.expect("read through the fallback");
+    assert_eq!(&b[..], &data[100..4196]);
 }
 
 #[test]
 fn dropping_the_ring_answers_every_read_and_a_panicking_callback_is_contained() {
     let (file, data) = data_file(100_000);
-    let ring = ReadRing::new(2, 1000).unwrap();
+    let ring = ReadRing::new(2, 1000, 1 << 20).unwrap();
     ring.submit(Read {
         file: Arc::clone(&file),
         at: 0,
         len: 10,
         need: 10,
         align: 1,
+        fallback: None,
         done: Box::new(|_| panic!("a callback that panics")),
     });
     let (tx, rx) = mpsc::channel();
@@ -149,7 +156,7 @@ fn dropping_the_ring_answers_every_read_and_a_panicking_callback_is_contained() 
 #[test]
 fn reads_submitted_from_many_threads_all_complete() {
     let (file, data) = data_file(1 << 20);
-    let ring = Arc::new(ReadRing::new(16, 100_000).unwrap());
+    let ring = Arc::new(ReadRing::new(16, 100_000, 1 << 20).unwrap());
     let (tx, rx) = mpsc::channel();
     let threads: Vec<_> = (0..4)
         .map(|t| {
@@ -172,4 +179,26 @@ fn reads_submitted_from_many_threads_all_complete() {
         let (at, len, r) = recv(&rx);
         assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
     }
+}
+
+#[test]
+fn malformed_reads_fail_at_once_and_a_byte_budget_still_lets_one_big_read_through() {
+    let (file, data) = data_file(300_000);
+    let ring = ReadRing::new(8, 100, 1_000).unwrap();
+    let (tx, rx) = mpsc::channel();
+    for (align, need) in [(3, 10), (1 << 21, 10), (1, 11)] {
+        let mut r = read(&file, 0, 10, &tx);
+        (r.align, r.need) = (align, need);
+        ring.submit(r);
+        assert_eq!(recv(&rx).2.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    }
+    // Each read is over the 1,000-byte budget: they go one at a time, all of them.
+    for i in 0..20u64 {
+        ring.submit(read(&file, i * 5_000, 50_000, &tx));
+    }
+    for _ in 0..20 {
+        let (at, len, r) = recv(&rx);
+        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
+    }
+    assert_eq!(ring.completed(), 20);
 }
