@@ -11,7 +11,7 @@
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
-#           [--disk-io threads|io_uring] (cache.disk_io)
+#           [--disk-io threads|io_uring|''] (cache.disk_io; '': not set, for binaries before it)
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 RUN=${DISK_RUN:-$BENCH_DIR/run-disk}  # DISK_RUN: a second run beside another
@@ -83,7 +83,7 @@ sepia_config() {
     local name=$1 dir=$RUN/$1
     mkdir -p "$dir"; rm -f "$dir/access.log"
     render "$BENCH_DIR/peers/disk/sepia.toml" "$dir/sepia.toml.tmp" "$2" "$name"
-    sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" -e "s#@THREADS@#$READ_THREADS#g" -e "s#@DISKIO@#$DISK_IO#g" \
+    sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" -e "s#@THREADS@#$READ_THREADS#g" -e "s#@DISKIO@#$DISK_IO#g" -e '/disk_io = ""/d' \
         "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
     rm "$dir/sepia.toml.tmp"
     "$SEPIA_BIN" --config "$dir/sepia.toml" check > /dev/null
@@ -253,7 +253,9 @@ fio_randread() {
         --size="$bytes" --time_based --runtime="$DURATION" --group_reporting \
         --output-format=json "$@" 2> /dev/null)
     iops=$(python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))' <<< "$out")
-    echo "{\"case\":\"$name\",\"bs\":\"$bs\",\"file_bytes\":$bytes,\"iops\":$iops,\"args\":\"$*\"}" | tee -a "$RESULTS"
+    # fio's own CPU per read (user + system, µs): the kernel's share of any read of this size.
+    local us; us=$(python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["usr_cpu"] + j["sys_cpu"]) * 1e4 / max(j["read"]["iops"], 1), 2))' <<< "$out")
+    echo "{\"case\":\"$name\",\"bs\":\"$bs\",\"file_bytes\":$bytes,\"iops\":$iops,\"cpu_us_per_read\":$us,\"args\":\"$*\"}" | tee -a "$RESULTS"
 }
 
 # Cold page cache (issue 21): Sepia's disk hits at c=$CONNS right after the page cache is
