@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::engine::{Cmd, Locking, Shared};
+use super::engine::{Cmd, Demoted, Locking, Shared};
 use super::format::{RecordParts, SummaryEntry, KIND_OBJECT, KIND_TOMBSTONE};
 use super::index::Loc;
 use super::lock::{Busy, DirLock};
@@ -190,28 +190,7 @@ impl Writer {
                 primary,
                 object,
                 ..
-            }) if !failed => {
-                let mut meta = Vec::new();
-                object.encode_meta(&mut meta);
-                let body = object.body_chunks()?;
-                let size = object.disk_size();
-                if !self.budget_allows(size) {
-                    self.shared.counters.budget_skips.fetch_add(1, Relaxed);
-                    return Ok(());
-                }
-                let parts = RecordParts {
-                    seq: 0,
-                    kind: KIND_OBJECT,
-                    primary: &primary,
-                    secondary: object.secondary(),
-                    meta: &meta,
-                    head: object.head(),
-                    body: &body,
-                };
-                if self.append(hash, parts)? {
-                    object.written(hash);
-                }
-            }
+            }) if !failed => self.write_object(hash, &primary, &*object)?,
             Some(Cmd::Tombstone { hash, primary }) if !failed => {
                 self.pending.retain(|(h, _)| *h != hash);
                 let parts = RecordParts {
@@ -267,6 +246,31 @@ impl Writer {
                 self.flush()?;
                 self.checkpoint()?;
             }
+        }
+        Ok(())
+    }
+
+    /// Appends a demoted object's record, within the write budget.
+    fn write_object(&mut self, hash: u64, primary: &[u8], object: &dyn Demoted) -> io::Result<()> {
+        let mut meta = Vec::new();
+        object.encode_meta(&mut meta);
+        let body = object.body_chunks()?;
+        let size = object.disk_size();
+        if !self.budget_allows(size) {
+            self.shared.counters.budget_skips.fetch_add(1, Relaxed);
+            return Ok(());
+        }
+        let parts = RecordParts {
+            seq: 0,
+            kind: KIND_OBJECT,
+            primary,
+            secondary: object.secondary(),
+            meta: &meta,
+            head: object.head(),
+            body: &body,
+        };
+        if self.append(hash, parts)? {
+            object.written(hash);
         }
         Ok(())
     }
