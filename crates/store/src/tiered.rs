@@ -520,12 +520,14 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         locs: &[Loc],
         writer: FillWriter<M>,
     ) -> Lookup<M> {
-        // A ring whose thread failed leaves every read to the threads.
-        let ring = self.disks.ring.as_ref().filter(|r| r.running());
-        let ring_read = ring.and_then(|_| disk.ring_read(locs));
-        let has_room = match (ring, &ring_read) {
-            (Some(ring), Some(_)) => ring.has_room(),
-            _ => self.disks.pool.has_room(),
+        // The ring's read, if it makes this one; a ring whose thread failed (no answer on
+        // its room) leaves every read to the threads.
+        let ring = (self.disks.ring.as_ref())
+            .and_then(|ring| Some((ring, disk.ring_read(locs)?)))
+            .and_then(|(ring, r)| Some((ring, ring.has_room()?, r)));
+        let has_room = match &ring {
+            Some((_, room, _)) => *room,
+            None => self.disks.pool.has_room(),
         };
         if !has_room {
             return Lookup::Miss(writer);
@@ -538,16 +540,17 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let key = Bytes::copy_from_slice(primary);
         let bodies = Arc::clone(&self.bodies);
         let segment_from = self.segment_body_min;
-        if let (Some(ring), Some(r)) = (ring, ring_read) {
+        if let Some((ring, _, r)) = ring {
+            let record = r.record;
             let read = sepia_sys::ring::Read {
-                file: Arc::clone(&r.file),
+                file: r.file,
                 at: r.at,
                 len: r.len,
                 need: r.need,
                 align: r.align,
-                fallback: r.fallback.clone(),
+                fallback: r.fallback,
                 done: Box::new(move |bytes| {
-                    let records = disk.ring_records(&r, &key, hash, segment_from, bytes);
+                    let records = disk.ring_records(&record, &key, hash, segment_from, bytes);
                     let to = SegmentTarget {
                         bodies: &bodies,
                         disk_index,

@@ -20,39 +20,18 @@
 //! `catch_unwind`, so a panicking callback does not unwind through the driver.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use bytes::BytesMut;
 use io_uring::{opcode, IoUring, Probe};
 
 mod driver;
+mod queue;
 
-/// One positional read.
-pub struct Read {
-    pub file: Arc<File>,
-    /// Offset in the file.
-    pub at: u64,
-    /// Bytes to read: the callback receives this many, or fewer where the file ends
-    /// after `need` bytes, or an error (`UnexpectedEof` when it ends before).
-    pub len: usize,
-    /// Bytes that must be read (at most `len`): an `O_DIRECT` read of whole blocks may
-    /// run past the end of the file, where the bytes wanted end before it.
-    pub need: usize,
-    /// Where the buffer starts in memory must be a multiple of this (a power of two, at
-    /// most 1 MiB): the device's block for a file opened with `O_DIRECT` (then `at` and
-    /// `len` must be aligned too), else 1.
-    pub align: usize,
-    /// Read the same range through this descriptor instead where the kernel refuses an
-    /// aligned read of `file` (`EINVAL`: a file system that takes `O_DIRECT` opens but not
-    /// such reads).
-    pub fallback: Option<Arc<File>>,
-    pub done: Box<dyn FnOnce(io::Result<BytesMut>) + Send>,
-}
+pub use queue::Read;
+use queue::{complete, Queue, Shared};
 
 /// The ring and its thread. Dropping it fails the reads still queued (`Interrupted`) and
 /// waits for those in flight.
@@ -60,23 +39,6 @@ pub struct ReadRing {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     max_queued: usize,
-}
-
-struct Shared {
-    queue: Mutex<Queue>,
-    /// Reads completed (read or failed), for tests and counters.
-    completed: AtomicU64,
-    /// The thread waits in the ring with an empty queue: a new read must wake it through
-    /// the eventfd (set and swapped under the queue's order, see `ReadRing::submit`).
-    parked: AtomicBool,
-    wake: OwnedFd,
-}
-
-struct Queue {
-    reads: VecDeque<Read>,
-    stop: bool,
-    /// The thread is gone (stopped, or it failed): reads fail at once.
-    dead: bool,
 }
 
 impl ReadRing {
@@ -120,15 +82,11 @@ impl ReadRing {
         })
     }
 
-    /// Whether a read would be queued now (racing callers may pass the bound by a few).
-    pub fn has_room(&self) -> bool {
+    /// Whether a read would be queued now (racing callers may pass the bound by a few);
+    /// `None` once the ring's thread is gone (it ends when it fails for good).
+    pub fn has_room(&self) -> Option<bool> {
         let q = self.shared.lock();
-        !q.dead && q.reads.len() < self.max_queued
-    }
-
-    /// Whether the ring's thread still takes reads (it ends when it fails for good).
-    pub fn running(&self) -> bool {
-        !self.shared.lock().dead
+        (!q.dead).then_some(q.reads.len() < self.max_queued)
     }
 
     /// Reads completed so far (read or failed).
@@ -145,13 +103,13 @@ impl ReadRing {
             || u32::try_from(read.len).is_err();
         if malformed {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "malformed read");
-            return driver::complete(read.done, Err(e));
+            return complete(read.done, Err(e));
         }
         let mut q = self.shared.lock();
         if q.dead {
             drop(q);
             let e = io::Error::new(io::ErrorKind::Interrupted, "the read ring stopped");
-            return driver::complete(read.done, Err(e));
+            return complete(read.done, Err(e));
         }
         q.reads.push_back(read);
         drop(q);
@@ -174,17 +132,6 @@ impl Drop for ReadRing {
                 let _ = thread.join();
             }
         }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn notify(&self) {
-        // Cannot block: the counter would have to reach 2^64 - 1 first.
-        let _ = rustix::io::write(&self.wake, &1u64.to_ne_bytes());
     }
 }
 

@@ -14,12 +14,11 @@ use bytes::Bytes;
 use smallvec::SmallVec;
 
 use super::config::{Counters, DiskConfig, DiskStats};
-use super::format::{verify_chunks, CHUNK};
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
-use super::record_read::{decode_record, read_record, ReadError};
-use super::segment::{read_new_at, SegFile};
+use super::record_read::{decode_record, read_record, DiskRecord, ReadError, CACHED_READ_MAX};
+use super::segment::SegFile;
 
 /// What the engine needs from an object it writes (implemented for `Object<M: Persist>`).
 pub(crate) trait Demoted: Send + Sync {
@@ -138,51 +137,6 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
             .cloned()
-    }
-}
-
-/// A verified record read back from disk.
-#[derive(Debug, Clone)]
-pub(crate) struct DiskRecord {
-    pub(crate) seq: u64,
-    /// The key, a slice of the record as read (a promotion keeps it without a copy).
-    pub(crate) primary: Bytes,
-    pub(crate) secondary: Bytes,
-    pub(crate) meta: Bytes,
-    pub(crate) head: Bytes,
-    /// The body, read and verified; empty when it was left in the file (`in_file`).
-    pub(crate) body: Vec<Bytes>,
-    pub(crate) body_len: u64,
-    /// Where the body lies in its segment, for bodies of at least `read_all`'s
-    /// `segment_from` bytes: to be served from the segment file.
-    pub(crate) in_file: Option<InFile>,
-    pub(crate) hash: u64,
-    pub(crate) seg: u32,
-    pub(crate) offset: u64,
-}
-
-/// A record's body in its segment file.
-#[derive(Debug, Clone)]
-pub(crate) struct InFile {
-    pub(crate) file: Arc<std::fs::File>,
-    /// File offset of the body's first byte.
-    pub(crate) at: u64,
-    /// One CRC32C per `CHUNK` of the body.
-    pub(crate) crcs: Vec<u8>,
-    /// The body was read and verified already (it was within the first read).
-    pub(crate) verified: bool,
-}
-
-impl InFile {
-    /// Reads and verifies chunk `index` of a body of `len` bytes.
-    pub(crate) fn chunk(&self, index: u64, len: u64) -> Result<Bytes, ReadError> {
-        let from = index * CHUNK;
-        let n = (len - from).min(CHUNK);
-        let b = read_new_at(&self.file, n as usize, self.at + from)?;
-        if !verify_chunks(&self.crcs, index, &b) {
-            return Err(ReadError::Corrupt);
-        }
-        Ok(b.freeze())
     }
 }
 
@@ -559,7 +513,7 @@ impl DiskEngine {
             None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
             None => return Err(ReadError::Corrupt),
         };
-        let prefix = read_record(&seg, loc, small, prefix_only, cached_only)?;
+        let prefix = read_record(&seg, loc, prefix_only, cached_only)?;
         decode_record(&seg, loc, prefix, primary, hash, segment_from, prefix_only)
     }
 
@@ -664,7 +618,3 @@ enum Enqueue {
     Full(Arc<dyn Demoted>),
     Failed,
 }
-
-/// Records read on a worker thread when cached (see [`DiskEngine::read_all_cached`]): one
-/// read of this size from the page cache costs about what a hand-off to a read thread does.
-pub(crate) const CACHED_READ_MAX: u64 = 64 * 1024;

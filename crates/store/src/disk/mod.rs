@@ -133,12 +133,13 @@ mod segment;
 mod writer;
 
 pub use config::{DiskConfig, DiskStats};
+pub(crate) use engine::Demoted;
 pub use engine::DiskEngine;
-pub(crate) use engine::{Demoted, DiskRecord, InFile};
 pub(crate) use format::CHUNK;
 pub(crate) use index::Loc;
 pub use lock::LockWait;
 pub(crate) use pool::ReadPool;
+pub(crate) use record_read::{DiskRecord, InFile};
 pub(crate) use segment::resident;
 
 /// Segment ids in `dir` (tests of the layers above).

@@ -1,5 +1,7 @@
-//! Reading a record's parts: its prefix from the page cache, a large body chunk by chunk,
-//! and how a failed read is told apart (a bad record, a miss for now, a failing disk).
+//! Reading a record: which read a lookup makes (`read_record`), how its bytes become a
+//! verified [`DiskRecord`] (`decode_record`, shared with the io_uring's reads), a large body
+//! chunk by chunk, and how a failed read is told apart (a bad record, a miss for now, a
+//! failing disk).
 
 use std::io;
 
@@ -7,7 +9,6 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::engine::{DiskRecord, InFile};
 use super::format::{
     split_prefix, verify_chunks, verify_prefix, Header, CHUNK, HEADER_LEN, KIND_OBJECT,
 };
@@ -30,6 +31,55 @@ impl From<io::Error> for ReadError {
         ReadError::Io(e)
     }
 }
+
+/// A verified record read back from disk.
+#[derive(Debug, Clone)]
+pub(crate) struct DiskRecord {
+    pub(crate) seq: u64,
+    /// The key, a slice of the record as read (a promotion keeps it without a copy).
+    pub(crate) primary: Bytes,
+    pub(crate) secondary: Bytes,
+    pub(crate) meta: Bytes,
+    pub(crate) head: Bytes,
+    /// The body, read and verified; empty when it was left in the file (`in_file`).
+    pub(crate) body: Vec<Bytes>,
+    pub(crate) body_len: u64,
+    /// Where the body lies in its segment, for bodies of at least `read_all`'s
+    /// `segment_from` bytes: to be served from the segment file.
+    pub(crate) in_file: Option<InFile>,
+    pub(crate) hash: u64,
+    pub(crate) seg: u32,
+    pub(crate) offset: u64,
+}
+
+/// A record's body in its segment file.
+#[derive(Debug, Clone)]
+pub(crate) struct InFile {
+    pub(crate) file: Arc<std::fs::File>,
+    /// File offset of the body's first byte.
+    pub(crate) at: u64,
+    /// One CRC32C per `CHUNK` of the body.
+    pub(crate) crcs: Vec<u8>,
+    /// The body was read and verified already (it was within the first read).
+    pub(crate) verified: bool,
+}
+
+impl InFile {
+    /// Reads and verifies chunk `index` of a body of `len` bytes.
+    pub(crate) fn chunk(&self, index: u64, len: u64) -> Result<Bytes, ReadError> {
+        let from = index * CHUNK;
+        let n = (len - from).min(CHUNK);
+        let b = read_new_at(&self.file, n as usize, self.at + from)?;
+        if !verify_chunks(&self.crcs, index, &b) {
+            return Err(ReadError::Corrupt);
+        }
+        Ok(b.freeze())
+    }
+}
+
+/// Records read on a worker thread when cached (see `DiskEngine::read_all_cached`): one
+/// read of this size from the page cache costs about what a hand-off to a read thread does.
+pub(crate) const CACHED_READ_MAX: u64 = 64 * 1024;
 
 /// A record's prefix from the page cache (`None`: it would wait for the device): one read
 /// of a page, which holds the prefix of nearly every record, and a second for a longer one.
@@ -151,7 +201,6 @@ pub(super) fn decode_record(
 pub(super) fn read_record(
     seg: &SegFile,
     loc: &Loc,
-    small: bool,
     prefix_only: bool,
     cached_only: bool,
 ) -> Result<BytesMut, ReadError> {
@@ -175,14 +224,19 @@ pub(super) fn read_record(
         }
         return Ok(b);
     }
-    if !small && !loc.verified {
-        // The record's first read in this process, untried on the workers (they try small
-        // records only): past the page cache (see `read_uncached_at`). Once verified, its
-        // reads go through the page cache, which `sendfile` serves later hits from.
+    if first_read_uncached(loc) {
         return Ok(read_uncached_at(seg, len, loc.offset)?);
     }
     // A small record (kept in the page cache: a kernel without `cachestat` has the worker's
     // `RWF_NOWAIT` attempt reading it in already, and a small record's blocks hold its
     // neighbours' too), or a verified one.
     Ok(read_new_at(&seg.file, len, loc.offset)?)
+}
+
+/// Whether the read of the record at `loc` goes past the page cache (see
+/// `read_uncached_at`): its first read in this process, for a record above what the workers
+/// read themselves. Once verified, its reads go through the page cache, which `sendfile`
+/// serves later hits from.
+pub(super) fn first_read_uncached(loc: &Loc) -> bool {
+    loc.len > CACHED_READ_MAX && !loc.verified
 }

@@ -10,15 +10,14 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 
-use super::engine::{DiskEngine, DiskRecord, CACHED_READ_MAX};
+use super::engine::DiskEngine;
 use super::format::CHUNK;
 use super::index::Loc;
-use super::record_read::{decode_record, ReadError};
-use super::segment::{SegFile, DIRECT_ALIGN};
+use super::record_read::{decode_record, first_read_uncached, DiskRecord, ReadError};
+use super::segment::{direct_span, range_of_blocks, SegFile, DIRECT_ALIGN};
 
 /// One read for the ring: `len` bytes at `at` of `file` (at least `need`: whole blocks
-/// may run past the end of the file), in a buffer aligned to `align`; the record starts
-/// `skip` bytes in.
+/// may run past the end of the file), in a buffer aligned to `align`.
 pub(crate) struct RingRead {
     pub(crate) file: Arc<File>,
     pub(crate) at: u64,
@@ -28,6 +27,11 @@ pub(crate) struct RingRead {
     /// For a read past the page cache: the segment's usual descriptor, should the file
     /// system refuse the direct read.
     pub(crate) fallback: Option<Arc<File>>,
+    pub(crate) record: RingRecord,
+}
+
+/// Where the record lies in what a [`RingRead`] reads: `skip` bytes in.
+pub(crate) struct RingRecord {
     skip: usize,
     seg: Arc<SegFile>,
     loc: Loc,
@@ -44,7 +48,7 @@ impl DiskEngine {
         }
         let seg = self.shared.seg(loc.seg)?;
         let len = loc.len as usize;
-        let direct = if loc.len > CACHED_READ_MAX && !loc.verified {
+        let direct = if first_read_uncached(loc) {
             // Opening it is a system call or three: the read threads do that, not the
             // event loop; later reads of the segment find it open.
             seg.direct_if_opened()?.cloned()
@@ -54,9 +58,7 @@ impl DiskEngine {
         let fallback = direct.is_some().then(|| Arc::clone(&seg.file));
         let (file, at, skip, span, align) = match direct {
             Some(file) => {
-                let at = loc.offset - loc.offset % DIRECT_ALIGN as u64;
-                let skip = (loc.offset - at) as usize;
-                let span = (skip + len).next_multiple_of(DIRECT_ALIGN);
+                let (at, skip, span) = direct_span(loc.offset, len);
                 (file, at, skip, span, DIRECT_ALIGN)
             }
             None => (Arc::clone(&seg.file), loc.offset, 0, len, 1),
@@ -68,27 +70,32 @@ impl DiskEngine {
             need: skip + len,
             align,
             fallback,
-            skip,
-            seg,
-            loc: *loc,
+            record: RingRecord {
+                skip,
+                seg,
+                loc: *loc,
+            },
         })
     }
 
     /// The records the ring's `read` of `r` gives, booked as the read threads book theirs.
     pub(crate) fn ring_records(
         &self,
-        r: &RingRead,
+        r: &RingRecord,
         primary: &[u8],
         hash: u64,
         segment_from: u64,
         read: io::Result<BytesMut>,
     ) -> Vec<DiskRecord> {
         let mut out = Vec::new();
-        let mut b = match read {
+        let b = match read {
             Ok(b) => b,
             // The ring stopping, or a file system refusing this `O_DIRECT` read: a miss,
             // nothing wrong with the disk.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.raw_os_error() == Some(22) => {
+            Err(e)
+                if e.kind() == io::ErrorKind::Interrupted
+                    || e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
                 return out
             }
             Err(e) => {
@@ -97,17 +104,11 @@ impl DiskEngine {
             }
         };
         let len = r.loc.len as usize;
-        if r.skip > 0 || b.len() > len {
-            // As `segment::read_direct`: the blocks around the record are kept only when
-            // they add little.
-            b = if b.len() - len > len / 4 {
-                BytesMut::from(&b[r.skip..r.skip + len])
-            } else {
-                let _ = b.split_to(r.skip);
-                b.truncate(len);
-                b
-            };
-        }
+        let b = if b.len() > len {
+            range_of_blocks(b, r.skip, len)
+        } else {
+            b
+        };
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);
         out

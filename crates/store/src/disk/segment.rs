@@ -129,9 +129,7 @@ pub(crate) fn read_uncached_at(seg: &SegFile, len: usize, at: u64) -> io::Result
 /// reports a short file properly).
 fn read_direct(direct: &File, len: usize, at: u64) -> io::Result<Option<bytes::BytesMut>> {
     use rustix::io::{pread, Errno};
-    let start = at - at % DIRECT_ALIGN as u64;
-    let skip = (at - start) as usize;
-    let span = (skip + len).next_multiple_of(DIRECT_ALIGN);
+    let (start, skip, span) = direct_span(at, len);
     let (mut v, base) = direct_buffer(span);
     let read = if v.len() == base {
         // The aligned spare capacity is exactly the span: the read fills it, unzeroed.
@@ -144,16 +142,33 @@ fn read_direct(direct: &File, len: usize, at: u64) -> io::Result<Option<bytes::B
         Ok(_) | Err(Errno::INVAL | Errno::INTR) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let (from, to) = (base + skip, base + skip + len);
-    // Keep the blocks around the range only when they add little (the callers' records are
-    // above 64 KiB): a small record would hold three pages for a few hundred bytes.
-    if v.capacity() - len > len / 4 {
-        return Ok(Some(bytes::BytesMut::from(&v[from..to])));
+    let mut blocks = bytes::BytesMut::from(bytes::Bytes::from(v));
+    let _ = blocks.split_to(base);
+    Ok(Some(range_of_blocks(blocks, skip, len)))
+}
+
+/// The whole blocks an `O_DIRECT` read of `len` bytes at `at` reads: where they start,
+/// where the range starts in them (`skip`), and how many bytes they span.
+pub(crate) fn direct_span(at: u64, len: usize) -> (u64, usize, usize) {
+    let start = at - at % DIRECT_ALIGN as u64;
+    let skip = (at - start) as usize;
+    (start, skip, (skip + len).next_multiple_of(DIRECT_ALIGN))
+}
+
+/// The `len` bytes `skip` bytes into `blocks`, as a direct read returned them. The blocks
+/// around the range are kept (no copy) only when they add little: a small record would
+/// hold three pages for a few hundred bytes.
+pub(crate) fn range_of_blocks(
+    mut blocks: bytes::BytesMut,
+    skip: usize,
+    len: usize,
+) -> bytes::BytesMut {
+    if blocks.capacity() - len > len / 4 {
+        return bytes::BytesMut::from(&blocks[skip..skip + len]);
     }
-    let mut b = bytes::BytesMut::from(bytes::Bytes::from(v));
-    let _ = b.split_to(from);
-    b.truncate(len);
-    Ok(Some(b))
+    let _ = blocks.split_to(skip);
+    blocks.truncate(len);
+    blocks
 }
 
 /// A buffer for a direct read of `span` bytes, and where in it the read goes (`base`,

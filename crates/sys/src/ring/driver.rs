@@ -3,7 +3,6 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, BytesMut};
 use io_uring::{opcode, types, IoUring};
 
-use super::{Read, Shared};
+use super::queue::{complete, Read, Shared};
 
 /// A read in flight: the buffer the kernel writes (its spare capacity from `base + filled`
 /// to `base + len`) and the file, both kept until the read's completion is reaped.
@@ -39,7 +38,9 @@ pub(super) struct Driver {
     /// reads and ends once those in flight complete.
     broken: bool,
     shared: Arc<Shared>,
+    /// Reused between wake-ups: completions reaped, reads taken from the queue.
     done: Vec<(u64, i32)>,
+    batch: Vec<Read>,
 }
 
 impl Driver {
@@ -61,6 +62,7 @@ impl Driver {
             broken: false,
             shared,
             done: Vec::new(),
+            batch: Vec::new(),
         }
     }
 
@@ -95,7 +97,7 @@ impl Driver {
     /// Starts the queued reads that fit (in number and bytes); parks when the queue is
     /// empty. True once stopped (then the reads still queued are failed).
     fn take(&mut self) -> bool {
-        let mut batch = Vec::new();
+        let mut batch = std::mem::take(&mut self.batch);
         let stop = {
             let mut q = self.shared.lock();
             if q.stop || self.broken {
@@ -118,13 +120,14 @@ impl Driver {
                 false
             }
         };
-        for read in batch {
+        for read in batch.drain(..) {
             if stop {
                 complete(read.done, Err(io::ErrorKind::Interrupted.into()));
             } else {
                 self.start(read);
             }
         }
+        self.batch = batch;
         stop
     }
 
@@ -269,14 +272,5 @@ impl Drop for Driver {
         for read in queued {
             complete(read.done, Err(io::ErrorKind::Interrupted.into()));
         }
-    }
-}
-
-pub(super) fn complete(
-    done: Box<dyn FnOnce(io::Result<BytesMut>) + Send>,
-    r: io::Result<BytesMut>,
-) {
-    if std::panic::catch_unwind(AssertUnwindSafe(move || done(r))).is_err() {
-        tracing::error!("a disk read's completion panicked");
     }
 }

@@ -3,6 +3,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use super::*;
+use bytes::BytesMut;
+use std::fs::File;
 
 fn data_file(len: u32) -> (Arc<File>, Vec<u8>) {
     let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
