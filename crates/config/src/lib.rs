@@ -31,9 +31,9 @@ pub use diff::Changes;
 pub use error::ConfigError;
 pub use model::{
     AccessLogConfig, ActiveCheck, AdminConfig, AuthBackend, AuthConfig, CacheConfig, Config,
-    DiskConfig, DiskIo, EventLogFormat, EventLogLevel, Forward, HeaderPolicy, HelperConfig,
-    HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode, OriginAddr,
-    OriginHealth, RefreshRule, Route, Server, StatusRange, Timeouts, XForwardedFor,
+    DiskAdmission, DiskConfig, DiskIo, EventLogFormat, EventLogLevel, Forward, HeaderPolicy,
+    HelperConfig, HostHeader, HostMatch, Limits, Listener, ListenerTls, LogFormat, LogTarget, Mode,
+    OriginAddr, OriginHealth, RefreshRule, Route, Server, StatusRange, Timeouts, XForwardedFor,
 };
 pub use model::{AlpnProtocol, CertificateFiles, OriginTls, TlsVersion};
 
@@ -172,6 +172,7 @@ impl Config {
                 path,
                 size_bytes,
                 write_budget_per_day: None,
+                admission: DiskAdmission::default(),
             });
         }
         Ok(self)

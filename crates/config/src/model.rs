@@ -96,6 +96,21 @@ pub struct DiskConfig {
     pub size_bytes: u64,
     /// `write_budget`: bytes per day the cache may write (flash endurance); `None`: no limit.
     pub write_budget_per_day: Option<u64>,
+    /// `admission`: which objects leaving memory the disk takes.
+    pub admission: DiskAdmission,
+}
+
+/// `[[cache.disk]] admission`: which objects leaving memory a disk takes. Objects that earned
+/// a place (hit while in memory, or evicted unearned once before) are always written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DiskAdmission {
+    /// `"fill"`: the others too while the disk has space it has never used (within half
+    /// the day's `write_budget`); once it is full, earned objects only.
+    #[default]
+    Fill,
+    /// `"earned"`: earned objects only, from the start (devices whose writes are scarcer
+    /// than their space).
+    Earned,
 }
 
 impl CacheConfig {

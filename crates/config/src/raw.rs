@@ -13,8 +13,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{
-    DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode,
-    OriginAddr, XForwardedFor,
+    DiskAdmission, DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat,
+    LogTarget, Mode, OriginAddr, XForwardedFor,
 };
 use crate::values::{ByteSize, ConfigValue, Pseudonym, TargetedFieldName, Timeout, UrlPattern};
 
@@ -196,6 +196,7 @@ pub(crate) struct RawDisk {
     pub path: Spanned<String>,
     pub size: Spanned<Parsed<ByteSize>>,
     pub write_budget: Option<Parsed<ByteSize>>,
+    pub admission: Option<Parsed<DiskAdmission>>,
 }
 
 /// `[[cache.refresh]]`: a Squid `refresh_pattern`-like heuristic rule.

@@ -160,6 +160,7 @@ fn resolve_disks(c: &RawCache, file: &str, text: &str) -> Result<Vec<DiskConfig>
             path,
             size_bytes,
             write_budget_per_day: d.write_budget.as_ref().map(|b| b.0 .0),
+            admission: d.admission.as_ref().map_or_else(Default::default, |a| a.0),
         });
     }
     Ok(disks)

@@ -156,7 +156,7 @@ fn cache_disks_are_validated_with_their_key() {
     let tmp = tempfile::tempdir().unwrap();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let two = format!(
-        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\nwrite_budget = \"100GiB\"\n\
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\nwrite_budget = \"100GiB\"\nadmission = \"earned\"\n\
          [[cache.disk]]\npath = \"{}\"\nsize = \"64MiB\"\n",
         a.display(),
         b.display()
@@ -167,6 +167,13 @@ fn cache_disks_are_validated_with_their_key() {
     assert_eq!(c.cache.disks[0].size_bytes, 1 << 30);
     assert_eq!(c.cache.disks[0].write_budget_per_day, Some(100 << 30));
     assert_eq!(c.cache.disks[1].write_budget_per_day, None);
+    assert_eq!(c.cache.disks[0].admission, crate::DiskAdmission::Earned);
+    assert_eq!(c.cache.disks[1].admission, crate::DiskAdmission::Fill);
+    let e = err(&format!(
+        "[[cache.disk]]\npath = \"{}\"\nsize = \"1GiB\"\nadmission = \"all\"\n",
+        a.display()
+    ));
+    assert!(e.contains("admission") && e.contains("earned"), "{e}");
     assert_eq!(c.cache.disk_read_threads, 16);
     let threads = |n: &str| parse(&format!("[cache]\ndisk_read_threads = {n}\n"));
     assert_eq!(threads("64").unwrap().cache.disk_read_threads, 64);

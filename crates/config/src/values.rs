@@ -8,8 +8,8 @@ use std::time::Duration;
 use sepia_access::is_host_name;
 
 use crate::model::{
-    DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat, LogTarget, Mode,
-    OriginAddr, XForwardedFor,
+    DiskAdmission, DiskIo, EventLogFormat, EventLogLevel, HostHeader, HostMatch, LogFormat,
+    LogTarget, Mode, OriginAddr, XForwardedFor,
 };
 
 /// A value parsed from one TOML string.
@@ -82,6 +82,18 @@ impl ConfigValue for DiskIo {
         keyword(
             text,
             &[("threads", DiskIo::Threads), ("io_uring", DiskIo::IoUring)],
+        )
+    }
+}
+
+impl ConfigValue for DiskAdmission {
+    fn parse_value(text: &str) -> Result<Self, String> {
+        keyword(
+            text,
+            &[
+                ("fill", DiskAdmission::Fill),
+                ("earned", DiskAdmission::Earned),
+            ],
         )
     }
 }

@@ -91,13 +91,15 @@ mod conformance;
 #[cfg(test)]
 mod memory_tests;
 #[cfg(test)]
+mod tiered_admission_tests;
+#[cfg(test)]
 mod tiered_ring_tests;
 #[cfg(test)]
 mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};
 pub use config::{StoreConfig, MAX_SHARDS};
-pub use disk::{DiskConfig, DiskEngine, DiskStats, LockWait};
+pub use disk::{Admission, DiskConfig, DiskEngine, DiskStats, LockWait};
 pub use fill::{
     BodyLength, BodyWriter, FillError, FillHead, FillReader, FillWriter, FinishError,
     FinishOutcome, NotStoredReason,

@@ -23,7 +23,9 @@
 //!   the small queue, or re-admitted through the ghost queue), and those leaving unearned a
 //!   second time within about the disks' horizon (`disk_ghost.rs`: memory's own ghost
 //!   forgets after about memory's size), are queued to their disk's writer thread; a full
-//!   queue drops them (counted). An object whose disk record is exactly it (it was read
+//!   queue drops them (counted). Other evictions are queued too while their disk has room it
+//!   would not have to reclaim (`Admission::Fill`, `disk/config.rs`), into at most half the
+//!   queue, and the writer drops them when writing would reclaim. An object whose disk record is exactly it (it was read
 //!   from disk, or written already: `Object::on_disk`) is not written again while the disk
 //!   still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
@@ -84,8 +86,8 @@
 //!   a hot object with a 60 s freshness lifetime refreshed by a 200 is a new object that
 //!   earns again within a minute, about 1,440 writes a day where eviction-time demotion
 //!   writes it once when it finally leaves. Objects purged or replaced while in memory
-//!   would be written for nothing. Flash endurance is why the disk takes only earned
-//!   objects at all (issue 21).
+//!   would be written for nothing. Flash endurance is why a full disk takes only earned
+//!   objects (issue 21).
 //! - What a kill -9 loses is bounded anyway: objects evicted earlier are on disk, and an
 //!   orderly stop (SIGTERM, upgrades) goes through `close`.
 //!
@@ -359,8 +361,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 Some(hash) => hash,
                 None => disk.hash(&primary),
             };
-            // Unearned: written only if it left memory unearned once before, within about
-            // the disks' horizon (see `disk_ghost.rs`).
+            // Unearned: written if it left memory unearned once before, within about the
+            // disks' horizon (see `disk_ghost.rs`), or into room the disk has never used
+            // (`Admission::Fill`).
             let size = object.head().len() as u64 + object.body_len();
             let again = || {
                 let mut ghost = ghost.lock().unwrap_or_else(PoisonError::into_inner);
@@ -368,6 +371,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             };
             if earned || again() {
                 disk.enqueue_write(primary, object);
+            } else {
+                disk.enqueue_unearned(primary, object);
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);

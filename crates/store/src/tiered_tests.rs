@@ -11,7 +11,7 @@ use crate::conformance::{
     write_body, Meta,
 };
 use crate::{
-    DiskConfig, FillError, Lookup, Object, Store, StoreConfig, StoreStats, TieredConfig,
+    Admission, DiskConfig, FillError, Lookup, Object, Store, StoreConfig, StoreStats, TieredConfig,
     TieredStore,
 };
 
@@ -21,8 +21,11 @@ pub(crate) struct Tiered {
     pub(crate) dir: tempfile::TempDir,
 }
 
+/// A small disk taking earned objects only: the tests place objects on it by earning
+/// (`demote`); `Admission::Fill` has tests of its own.
 pub(crate) fn disk_cfg(dir: &std::path::Path) -> DiskConfig {
     DiskConfig {
+        admission: Admission::Earned,
         segment_bytes: 256 << 10,
         write_buffer_bytes: 64 << 10,
         flush_interval: Duration::from_millis(20),
@@ -625,7 +628,7 @@ fn a_segment_truncated_under_a_read_fails_the_disk_and_memory_keeps_serving() {
 
 /// The tests above drive the read threads; this one the worker's own read of a page-cached
 /// record (`TieredConfig::cached_reads`).
-fn pool_reads(cfg: TieredConfig) -> TieredConfig {
+pub(crate) fn pool_reads(cfg: TieredConfig) -> TieredConfig {
     TieredConfig {
         cached_reads: false,
         ..cfg

@@ -175,11 +175,15 @@ fn policies(base: &PolicyConfig, listeners: &[Listener]) -> Vec<PolicyConfig> {
         .collect()
 }
 
-/// The store's settings for one `[[cache.disk]]`: its path, size and write budget, the
-/// engine's defaults for the rest (`sepia_store::DiskConfig::new`).
+/// The store's settings for one `[[cache.disk]]`: its path, size, write budget and
+/// admission, the engine's defaults for the rest (`sepia_store::DiskConfig::new`).
 fn disk_config(disk: &sepia_config::DiskConfig) -> DiskConfig {
     DiskConfig {
         write_budget_bytes_per_day: disk.write_budget_per_day,
+        admission: match disk.admission {
+            sepia_config::DiskAdmission::Fill => sepia_store::Admission::Fill,
+            sepia_config::DiskAdmission::Earned => sepia_store::Admission::Earned,
+        },
         ..DiskConfig::new(disk.path.clone(), disk.size_bytes)
     }
 }

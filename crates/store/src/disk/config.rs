@@ -24,6 +24,8 @@ pub struct DiskConfig {
     pub checkpoint_every_bytes: u64,
     /// Bytes written per day at most (flash endurance); demotions beyond it are skipped.
     pub write_budget_bytes_per_day: Option<u64>,
+    /// Which objects leaving memory the disk takes (see [`Admission`]).
+    pub admission: Admission,
     /// Objects waiting to be written may hold at most this many bytes; more are dropped.
     pub queue_bytes: u64,
     /// How long after the open a lookup may wait for the checkpoint to become loadable
@@ -45,6 +47,7 @@ impl DiskConfig {
             checkpoint_interval: Duration::from_secs(60),
             checkpoint_every_bytes: 1 << 30,
             write_budget_bytes_per_day: None,
+            admission: Admission::Fill,
             queue_bytes: 32 << 20,
             publish_wait: Duration::from_millis(100),
         }
@@ -60,6 +63,29 @@ impl DiskConfig {
         self.size_bytes
             .saturating_sub(self.checkpoint_reserve() + 4096)
     }
+}
+
+/// Which objects leaving memory a disk takes. Earned ones always (hit while in memory, or
+/// seen leaving unearned before: `tiered.rs`, `disk_ghost.rs`); this decides the rest.
+///
+/// Why `Fill` is the default: space a disk has never used serves nobody. With earned
+/// objects only, an object asked for a second time after memory forgot it is a miss even
+/// when the disk had room for it, and on the replayer's Zipf trace that left a 384 MiB disk
+/// a third empty and its hit ratio 5 points below LRU of the same total size
+/// (bench/RESULTS.md, 2026-11-26). Filling costs at most one disk's worth of extra writes
+/// (once: a full disk stays full, its oldest segments reclaimed as new ones are written),
+/// within the write budget's first half each day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Admission {
+    /// While the disk has room it would not have to reclaim, every object leaving memory is
+    /// written (unearned ones within half the day's write budget, and only while the write
+    /// queue is at most half full, so that they never crowd out earned ones); once the disk
+    /// is full, only earned ones.
+    #[default]
+    Fill,
+    /// Only earned objects, from the start: for devices whose writes are scarcer than
+    /// their space.
+    Earned,
 }
 
 /// A snapshot of one disk's counters.

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::config::{Counters, DiskConfig, DiskStats};
+use super::config::{Admission, Counters, DiskConfig, DiskStats};
 use super::hash::siphash13;
 use super::index::{Index, Loc};
 use super::lock::{Busy, DirLock, LockWait};
@@ -39,6 +39,9 @@ pub(crate) enum Cmd {
         primary: Bytes,
         object: Arc<dyn Demoted>,
         size: u64,
+        /// False for an object that did not earn its place, written because the disk has
+        /// room ([`Admission::Fill`]): the writer skips it if writing it now would reclaim.
+        earned: bool,
     },
     Tombstone {
         hash: u64,
@@ -288,7 +291,7 @@ impl DiskEngine {
         if self.shared.closed.load(Relaxed) {
             return false;
         }
-        match self.try_enqueue(primary, object) {
+        match self.try_enqueue(primary, object, true) {
             Enqueue::Queued => true,
             Enqueue::Full(_) => {
                 self.shared.counters.queue_drops.fetch_add(1, Relaxed);
@@ -296,6 +299,16 @@ impl DiskEngine {
             }
             Enqueue::Failed => false,
         }
+    }
+
+    /// Queues an object that left memory without earning a disk place, if the disk takes
+    /// such objects now ([`Admission::Fill`]: room it would not have to reclaim, the write
+    /// queue at most half full). A refusal is not counted: it is the admission rule.
+    pub(crate) fn enqueue_unearned(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
+        if self.shared.cfg.admission != Admission::Fill || self.shared.closed.load(Relaxed) {
+            return false;
+        }
+        matches!(self.try_enqueue(primary, object, false), Enqueue::Queued)
     }
 
     /// Queues an object for writing during a shutdown: waits for room in the queue until
@@ -307,7 +320,7 @@ impl DiskEngine {
         deadline: std::time::Instant,
     ) -> bool {
         loop {
-            match self.try_enqueue(primary.clone(), object) {
+            match self.try_enqueue(primary.clone(), object, true) {
                 Enqueue::Queued => return true,
                 Enqueue::Failed => return false,
                 Enqueue::Full(back) => object = back,
@@ -320,15 +333,24 @@ impl DiskEngine {
         }
     }
 
-    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>) -> Enqueue {
+    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>, earned: bool) -> Enqueue {
         if self.shared.failed() {
             return Enqueue::Failed;
         }
         let size = object.disk_size();
         let hash = self.hash(&primary);
+        let cfg = &self.shared.cfg;
         let mut q = self.shared.lock_queue();
+        if !earned {
+            // Room: what the disk holds (the segment being written counted whole) and what
+            // is queued, plus this object, without reclaiming. The writer checks again.
+            let held = self.shared.counters.bytes.load(Relaxed) + q.write_bytes + size;
+            if held > cfg.data_capacity() || q.write_bytes + size > cfg.queue_bytes / 2 {
+                return Enqueue::Full(object);
+            }
+        }
         // An object larger than the whole queue still goes when the queue is empty.
-        if q.write_bytes > 0 && q.write_bytes + size > self.shared.cfg.queue_bytes {
+        if q.write_bytes > 0 && q.write_bytes + size > cfg.queue_bytes {
             return Enqueue::Full(object);
         }
         q.write_bytes += size;
@@ -337,6 +359,7 @@ impl DiskEngine {
             primary,
             object,
             size,
+            earned,
         });
         drop(q);
         self.shared.wake.notify_one();

@@ -12,6 +12,14 @@ use super::index::Loc;
 use super::segment::{self, SegFile};
 use super::writer::{Active, Writer};
 
+impl Active {
+    /// Whether a record of `len` bytes still fits, with its summary entry and the footer.
+    fn takes(&self, len: u64) -> bool {
+        let summary = (self.summary.len() as u64 + 1) * SUMMARY_ENTRY as u64;
+        self.end + len + summary + FOOTER_LEN as u64 <= self.limit
+    }
+}
+
 impl Writer {
     /// Encodes a record into the buffer, rotating segments as needed, then re-appends any
     /// hot records that a reclaim took out. False when the record could not be placed (larger
@@ -48,12 +56,26 @@ impl Writer {
         )
     }
 
+    /// Whether a record of `len` bytes can be placed without reclaiming a segment: in the
+    /// segment being written, or in a new one beside the sealed ones (the one being written
+    /// counted whole). What [`Admission::Fill`](super::config::Admission) writes unearned
+    /// objects into.
+    pub(super) fn fits_without_reclaim(&self, len: u64) -> bool {
+        if self.active.as_ref().is_some_and(|a| a.takes(len)) {
+            return true;
+        }
+        let held = self.sealed.values().sum::<u64>() + self.active.as_ref().map_or(0, |a| a.limit);
+        let limit = self
+            .shared
+            .cfg
+            .segment_bytes
+            .max(len + (SUMMARY_ENTRY + FOOTER_LEN) as u64);
+        held + limit <= self.shared.cfg.data_capacity()
+    }
+
     fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<bool> {
         let len = rec.len() as u64;
-        let needed = |a: &Active| {
-            a.end + len + (a.summary.len() as u64 + 1) * SUMMARY_ENTRY as u64 + FOOTER_LEN as u64
-        };
-        if self.active.as_ref().is_some_and(|a| needed(a) > a.limit) {
+        if self.active.as_ref().is_some_and(|a| !a.takes(len)) {
             self.seal_active()?;
         }
         if self.active.is_none() && !self.open_segment(len)? {

@@ -132,7 +132,7 @@ mod ring_read;
 mod segment;
 mod writer;
 
-pub use config::{DiskConfig, DiskStats};
+pub use config::{Admission, DiskConfig, DiskStats};
 pub(crate) use engine::Demoted;
 pub use engine::DiskEngine;
 pub(crate) use format::CHUNK;

@@ -189,8 +189,9 @@ impl Writer {
                 hash,
                 primary,
                 object,
+                earned,
                 ..
-            }) if !failed => self.write_object(hash, &primary, &*object)?,
+            }) if !failed => self.write_object(hash, &primary, &*object, earned)?,
             Some(Cmd::Tombstone { hash, primary }) if !failed => {
                 self.pending.retain(|(h, _)| *h != hash);
                 let parts = RecordParts {
@@ -250,16 +251,29 @@ impl Writer {
         Ok(())
     }
 
-    /// Appends a demoted object's record, within the write budget.
-    fn write_object(&mut self, hash: u64, primary: &[u8], object: &dyn Demoted) -> io::Result<()> {
-        let mut meta = Vec::new();
-        object.encode_meta(&mut meta);
-        let body = object.body_chunks()?;
+    /// Appends a demoted object's record, within the write budget. An unearned one
+    /// (`Admission::Fill`) only into room that needs no reclaim, and within the first half
+    /// of the day's budget, so that earned objects keep the rest; skipping it is the
+    /// admission rule, not counted.
+    fn write_object(
+        &mut self,
+        hash: u64,
+        primary: &[u8],
+        object: &dyn Demoted,
+        earned: bool,
+    ) -> io::Result<()> {
         let size = object.disk_size();
-        if !self.budget_allows(size) {
+        let room = |w: &mut Self| w.fits_without_reclaim(size) && w.within_budget(size, 2);
+        if !earned && !room(self) {
+            return Ok(());
+        }
+        if earned && !self.budget_allows(size) {
             self.shared.counters.budget_skips.fetch_add(1, Relaxed);
             return Ok(());
         }
+        let mut meta = Vec::new();
+        object.encode_meta(&mut meta);
+        let body = object.body_chunks()?;
         let parts = RecordParts {
             seq: 0,
             kind: KIND_OBJECT,
@@ -276,6 +290,12 @@ impl Writer {
     }
 
     pub(super) fn budget_allows(&mut self, size: u64) -> bool {
+        self.within_budget(size, 1)
+    }
+
+    /// Takes `size` bytes from the day's write budget if that keeps the day's writes within
+    /// `1 / share` of it.
+    fn within_budget(&mut self, size: u64, share: u64) -> bool {
         let Some(budget) = self.shared.cfg.write_budget_bytes_per_day else {
             return true;
         };
@@ -283,7 +303,7 @@ impl Writer {
         if start.elapsed() >= Duration::from_secs(86_400) {
             (*start, *used) = (Instant::now(), 0);
         }
-        if *used + size > budget {
+        if *used + size > budget / share {
             return false;
         }
         *used += size;

@@ -1,0 +1,94 @@
+//! Which objects leaving memory the disk takes (`Admission`): earned ones always; unearned
+//! ones while the disk has room it would not have to reclaim (`Fill`, the default), within
+//! half the day's write budget; none with `Earned` (the other tests' setting).
+
+use std::time::Duration;
+
+use crate::conformance::{self, pattern, runtime, store_object};
+use crate::tiered_tests::{demote, disk_cfg, pool_reads, read_pending, Tiered};
+use crate::{Admission, DiskConfig, Store, StoreConfig, TieredConfig, TieredStore};
+
+/// 64 KiB of memory over a disk of `disk_bytes` (256 KiB segments) admitting by `admission`.
+fn over_disk(admission: Admission, disk_bytes: u64, budget_per_day: Option<u64>) -> Tiered {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = StoreConfig {
+        budget_bytes: 64 << 10,
+        max_object_bytes: 32 << 10,
+        shards: 1,
+        ..StoreConfig::default()
+    };
+    let disk = DiskConfig {
+        admission,
+        size_bytes: disk_bytes,
+        write_budget_bytes_per_day: budget_per_day,
+        ..disk_cfg(dir.path())
+    };
+    let store = TieredStore::open(pool_reads(TieredConfig::new(memory, vec![disk])));
+    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
+    Tiered { store, dir }
+}
+
+/// Stores one-hit objects `/o/{from..to}` of 20,000 bytes: each is pushed out of memory,
+/// unearned, by the ones after it. Returns the disk's writes after they were written.
+fn one_hit_wonders(t: &Tiered, from: usize, to: usize) -> u64 {
+    for i in from..to {
+        let key = format!("/o/{i}");
+        conformance::expect_stored(store_object(t, key.as_bytes(), b"", &body(i), 1));
+        if i % 8 == 7 {
+            t.store.disks()[0].sync(false);
+        }
+    }
+    t.store.disks()[0].sync(false);
+    t.stats().disk_writes
+}
+
+fn body(i: usize) -> Vec<u8> {
+    pattern(20_000, i as u8)
+}
+
+#[test]
+fn an_empty_disk_takes_unearned_objects_until_full_then_only_earned_ones() {
+    // 2 MiB: about 1.9 MiB of segments, some 90 records of 20 KB.
+    let t = over_disk(Admission::Fill, 2 << 20, None);
+    let written = one_hit_wonders(&t, 0, 200);
+    assert!(
+        (40..150).contains(&written),
+        "unearned objects fill the disk, and stop at full: {written} of 200 written"
+    );
+    assert_eq!(
+        one_hit_wonders(&t, 200, 260),
+        written,
+        "a full disk takes no more unearned objects"
+    );
+    // Nothing was reclaimed to make room for them: the first one is still there, whole.
+    let got = runtime()
+        .block_on(read_pending(&t, b"/o/0"))
+        .expect("on disk");
+    assert_eq!(got.1, body(0));
+    demote(&t, b"/earned", &pattern(9_000, 7));
+    assert!(
+        t.stats().disk_writes > written,
+        "an earned object is still written (reclaiming)"
+    );
+}
+
+#[test]
+fn unearned_objects_take_at_most_half_the_days_write_budget() {
+    // Room for all of them, budget for about 50 (24 of them unearned).
+    let budget = 1_000_000;
+    let t = over_disk(Admission::Fill, 16 << 20, Some(budget));
+    let written = one_hit_wonders(&t, 0, 100);
+    let bytes = t.stats().disk_write_bytes;
+    assert!(written >= 5, "{written}");
+    assert!(bytes <= budget / 2, "{bytes} bytes of unearned objects");
+    demote(&t, b"/earned", &pattern(9_000, 7));
+    let after = t.stats();
+    assert!(after.disk_writes > written, "earned objects use the rest");
+    assert_eq!(after.disk_write_skips, 0, "{after:?}");
+}
+
+#[test]
+fn earned_admission_writes_no_unearned_object() {
+    let t = over_disk(Admission::Earned, 2 << 20, None);
+    assert_eq!(one_hit_wonders(&t, 0, 40), 0);
+}
