@@ -13,6 +13,8 @@
 #   --memory LIST         comma-separated cache.memory sizes, one configuration each [64MiB,256MiB]
 #   --disk-dir DIR        also run each memory size with [[cache.disk]] at DIR (emptied first) ...
 #   --disk-size SIZE      ... of this size (both or neither)
+#   --disk-admission LIST the disk's admission, comma-separated (fill, earned), one
+#                         configuration each [Sepia's default]
 #   --max-object SIZE     cache.max_object [16MiB]
 #   --requests N --objects M --alpha A --one-hit SHARE --seed S    the trace [200000 50000 0.9 0.5 21]
 #   --trace FILE          replay this trace instead of generating one
@@ -27,7 +29,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-sepia="" memory="64MiB,256MiB" disk_dir="" disk_size="" max_object="16MiB"
+sepia="" memory="64MiB,256MiB" disk_dir="" disk_size="" disk_admission="" max_object="16MiB"
 requests=200000 objects=50000 alpha=0.9 one_hit=0.5 seed=21 trace=""
 clients=16 workers=0 reps=3 ceiling=1 verify="" run_dir="$here/run"
 
@@ -37,6 +39,7 @@ while [ $# -gt 0 ]; do
         --memory) memory=$2; shift 2 ;;
         --disk-dir) disk_dir=$2; shift 2 ;;
         --disk-size) disk_size=$2; shift 2 ;;
+        --disk-admission) disk_admission=$2; shift 2 ;;
         --max-object) max_object=$2; shift 2 ;;
         --requests) requests=$2; shift 2 ;;
         --objects) objects=$2; shift 2 ;;
@@ -81,16 +84,17 @@ if [ -z "$trace" ]; then
         --alpha "$alpha" --one-hit "$one_hit" --seed "$seed"
 fi
 
-replay() {  # replay LABEL MEMORY [DISK_DIR DISK_SIZE]
+replay() {  # replay LABEL MEMORY [DISK_DIR DISK_SIZE [ADMISSION]]
     local label=$1 mem=$2 extra=()
     if [ $# -ge 4 ]; then
         rm -rf "$3"
         extra=(--disk-dir "$3" --disk-size "$4")
+        [ -n "${5:-}" ] && extra+=(--disk-admission "$5")
     fi
     python3 "$here/replay.py" run --trace "$trace" --sepia "$sepia" --memory "$mem" \
         --max-object "$max_object" --clients "$clients" --workers "$workers" --label "$label" \
         --results "$results" --run-dir "$run_dir/sepia" $verify "${extra[@]}" \
-        | grep -E '^(replaying|done|result codes|PROBLEM)'
+        | grep -E '^(replaying|done|result codes|disk writes|PROBLEM)'
 }
 
 status=0
@@ -100,8 +104,14 @@ for rep in $(seq 1 "$reps"); do
         echo "== repetition $rep: memory $mem"
         replay "memory only" "$mem" || status=1
         if [ -n "$disk_dir" ]; then
-            echo "== repetition $rep: memory $mem + disk $disk_size"
-            replay "memory + disk" "$mem" "$disk_dir" "$disk_size" || status=1
+            IFS=, read -r -a admissions <<< "${disk_admission:-default}"
+            for adm in "${admissions[@]}"; do
+                local_label="memory + disk"
+                [ "$adm" != default ] && local_label="memory + disk ($adm)"
+                [ "$adm" = default ] && adm=""
+                echo "== repetition $rep: memory $mem + disk $disk_size${adm:+, admission $adm}"
+                replay "$local_label" "$mem" "$disk_dir" "$disk_size" "$adm" || status=1
+            done
         fi
     done
 done

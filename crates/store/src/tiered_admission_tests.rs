@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use crate::conformance::{self, pattern, runtime, store_object};
+use crate::conformance::{self, any, pattern, runtime, store_object};
 use crate::tiered_tests::{demote, disk_cfg, pool_reads, read_pending, Tiered};
-use crate::{Admission, DiskConfig, Store, StoreConfig, TieredConfig, TieredStore};
+use crate::{Admission, DiskConfig, Lookup, Store, StoreConfig, TieredConfig, TieredStore};
 
 /// 64 KiB of memory over a disk of `disk_bytes` (256 KiB segments) admitting by `admission`.
 fn over_disk(admission: Admission, disk_bytes: u64, budget_per_day: Option<u64>) -> Tiered {
@@ -65,11 +65,27 @@ fn an_empty_disk_takes_unearned_objects_until_full_then_only_earned_ones() {
         .block_on(read_pending(&t, b"/o/0"))
         .expect("on disk");
     assert_eq!(got.1, body(0));
-    demote(&t, b"/earned", &pattern(9_000, 7));
-    assert!(
-        t.stats().disk_writes > written,
-        "an earned object is still written (reclaiming)"
-    );
+    // Earned objects are still written, reclaiming the oldest segments: some 140 records
+    // of 4 KB, two segments' worth.
+    for i in 0..160 {
+        let key = format!("/e/{i}");
+        conformance::expect_stored(store_object(&t, key.as_bytes(), b"", &body(i)[..4000], 1));
+        assert!(t.lookup(key.as_bytes(), &any).is_hit());
+    }
+    t.store.disks()[0].sync(false);
+    let s = t.stats();
+    assert!(s.disk_writes > written + 100, "{written} then {s:?}");
+    // The segment being written now has room, but the disk is full: none of 60 unearned
+    // objects goes into it (it would only make the next segment reclaim).
+    one_hit_wonders(&t, 260, 320);
+    for i in 260..320 {
+        let key = format!("/o/{i}");
+        let found = t.lookup(key.as_bytes(), &any);
+        assert!(
+            !matches!(found, Lookup::Pending(_)),
+            "{key} was written to a full disk"
+        );
+    }
 }
 
 #[test]

@@ -342,10 +342,12 @@ impl DiskEngine {
         let cfg = &self.shared.cfg;
         let mut q = self.shared.lock_queue();
         if !earned {
-            // Room: what the disk holds (the segment being written counted whole) and what
-            // is queued, plus this object, without reclaiming. The writer checks again.
+            // Room never used: what the disk holds (the segment being written counted
+            // whole), what is queued and this object, and one more segment, without
+            // reclaiming. The writer checks again (`has_unused_room`).
             let held = self.shared.counters.bytes.load(Relaxed) + q.write_bytes + size;
-            if held > cfg.data_capacity() || q.write_bytes + size > cfg.queue_bytes / 2 {
+            let room = held + cfg.segment_bytes <= cfg.data_capacity();
+            if !room || q.write_bytes + size > cfg.queue_bytes / 2 {
                 return Enqueue::Full(object);
             }
         }

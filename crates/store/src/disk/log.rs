@@ -56,14 +56,13 @@ impl Writer {
         )
     }
 
-    /// Whether a record of `len` bytes can be placed without reclaiming a segment: in the
-    /// segment being written, or in a new one beside the sealed ones (the one being written
-    /// counted whole). What [`Admission::Fill`](super::config::Admission) writes unearned
-    /// objects into.
-    pub(super) fn fits_without_reclaim(&self, len: u64) -> bool {
-        if self.active.as_ref().is_some_and(|a| a.takes(len)) {
-            return true;
-        }
+    /// Whether the disk still has room it has never used: another segment (one for a record
+    /// of `len` bytes) would open beside the sealed ones and the one being written (counted
+    /// whole) without reclaiming. What [`Admission::Fill`](super::config::Admission) writes
+    /// unearned objects into. Room left in the segment being written does not count: once
+    /// the disk is full, filling that segment with unearned objects would make the next one
+    /// reclaim.
+    pub(super) fn has_unused_room(&self, len: u64) -> bool {
         let held = self.sealed.values().sum::<u64>() + self.active.as_ref().map_or(0, |a| a.limit);
         let limit = self
             .shared

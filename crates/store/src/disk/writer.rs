@@ -263,7 +263,7 @@ impl Writer {
         earned: bool,
     ) -> io::Result<()> {
         let size = object.disk_size();
-        let room = |w: &mut Self| w.fits_without_reclaim(size) && w.within_budget(size, 2);
+        let room = |w: &mut Self| w.has_unused_room(size) && w.within_budget(size, 2);
         if !earned && !room(self) {
             return Ok(());
         }
