@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Simulates Sepia's memory + disk tiers on a trace, for choosing the disk's admission rule.
+
+Memory is S3-FIFO×32 as `sim.py` models it; an object it evicts goes to the disk by the rule
+under test, and a memory miss that the disk holds is a disk hit (promoted back into memory by
+the same admission as a fill). The disk is a log of 16 MiB segments in `size - size/32` bytes
+(crates/store/src/disk): records are appended, the oldest segment is reclaimed when a new one
+would not fit, and its records hit since written are re-appended (FIFO with re-insertion).
+Rules (`Admission` in crates/store/src/disk/config.rs):
+
+* `earned` objects evicted from memory's main queue, and those evicted unearned a second time
+           within the disk ghost's horizon (memory + disk bytes, two generations:
+           crates/store/src/disk_ghost.rs);
+* `fill`   the same, plus every other eviction until the disk first has to reclaim;
+* `all`    every eviction (no admission), for the write volume it costs.
+
+Prints object and byte hit ratios and bytes written per request beside LRU of the same total
+size. The write queue's drops and the exact record sizes are not modelled (a record is the
+body + 300 bytes); at the replayer's default trace this model is within 1 point of the
+measured ratios (bench/RESULTS.md, 2026-11-27).
+
+    tiered_sim.py [--requests N] [--objects M] [--pairs 16:128,32:256,...] [--rules fill,earned]
+"""
+
+import argparse
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sim  # noqa: E402
+import tracegen  # noqa: E402
+
+MIB = 1 << 20
+SEGMENT = 16 * MIB
+RECORD_OVERHEAD = 300
+
+
+class Disk:
+    def __init__(self, size, rule, horizon):
+        self.capacity = size - size // 32
+        self.rule = rule
+        self.index = {}  # oid -> [segment, hit since written]
+        self.segments = {}  # id -> [(oid, record length)], oldest first (dicts keep order)
+        self.sealed = {}  # id -> bytes
+        self.active, self.active_end, self.next_id = None, 0, 0
+        self.written, self.reclaimed = 0, False
+        self.ghost = [set(), set()]
+        self.ghost_bytes, self.ghost_half = 0, max(1, horizon // 2)
+
+    def seen_again(self, oid, size):
+        current, old = self.ghost
+        if oid in current or oid in old:
+            current.discard(oid)
+            old.discard(oid)
+            return True
+        if self.ghost_bytes >= self.ghost_half:
+            self.ghost = [set(), current]
+            self.ghost_bytes = 0
+        self.ghost[0].add(oid)
+        self.ghost_bytes += size
+        return False
+
+    def append(self, oid, length):
+        if self.active is None or self.active_end + length > SEGMENT:
+            if self.active is not None:
+                self.sealed[self.active] = self.active_end
+            while sum(self.sealed.values()) + SEGMENT > self.capacity:
+                self.reclaim()
+            self.active, self.active_end = self.next_id, 0
+            self.next_id += 1
+            self.segments[self.active] = []
+        self.segments[self.active].append((oid, length))
+        self.active_end += length
+        self.index[oid] = [self.active, False]
+        self.written += length
+
+    def reclaim(self):
+        self.reclaimed = True
+        sid = next(iter(self.sealed))
+        del self.sealed[sid]
+        hot = []
+        for oid, length in self.segments.pop(sid):
+            entry = self.index.get(oid)
+            if entry is None or entry[0] != sid:
+                continue
+            del self.index[oid]
+            if entry[1] and length <= SEGMENT // 2:
+                hot.append((oid, length))
+        for oid, length in hot:
+            self.append(oid, length)
+
+    def lookup(self, oid):
+        entry = self.index.get(oid)
+        if entry is not None:
+            entry[1] = True
+        return entry is not None
+
+    def demote(self, oid, size, earned):
+        if oid in self.index:
+            return  # the disk copy is this object (read from disk, or written already)
+        earned = earned or self.seen_again(oid, size)
+        if earned or self.rule == "all" or (self.rule == "fill" and not self.reclaimed):
+            self.append(oid, size + RECORD_OVERHEAD)
+
+
+def evict(shard):
+    """One eviction by S3-FIFO's rules: (oid, earned) or None when empty."""
+    while True:
+        from_small = shard.small and (shard.used["s"] >= shard.small_target or not shard.main)
+        queue = shard.small if from_small else shard.main
+        if not queue:
+            return None
+        oid = queue.popleft()
+        entry = shard.live[oid]
+        charge, freq, _ = entry
+        if from_small:
+            if freq >= 1:
+                entry[1], entry[2] = 0, "m"
+                shard.used["s"] -= charge
+                shard.used["m"] += charge
+                shard.main.append(oid)
+                continue
+            shard._remember(oid, charge)
+        elif freq > 0:
+            entry[1] = freq - 1
+            shard.main.append(oid)
+            continue
+        earned = entry[2] == "m"
+        shard.used[entry[2]] -= charge
+        del shard.live[oid]
+        return oid, earned
+
+
+def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=16 * MIB):
+    parts = [sim.S3FifoShard(memory // shards) for _ in range(shards)]
+    disk = Disk(disk_size, rule, memory + disk_size)
+    res, total = sim.Result(), 0
+    salt = seed * 0x9E3779B97F4A7C15
+    for oid in requests:
+        size = sizes[oid]
+        home = parts[hash((salt, oid)) % shards]
+        if home.hit(oid):
+            res.add(True, size)
+            continue
+        res.add(disk.lookup(oid), size)
+        charge = sim.sepia_charge(size)
+        if charge > min(memory, max_object):
+            continue
+        while total + charge > memory:
+            victim = max(parts, key=sim.S3FifoShard.bytes)
+            before = victim.bytes()
+            out = evict(victim)
+            if out is None:
+                break
+            total -= before - victim.bytes()
+            disk.demote(out[0], sizes[out[0]], out[1])
+        home.insert(oid, charge)
+        total += charge
+    return res, disk.written
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=200_000)
+    ap.add_argument("--objects", type=int, default=50_000)
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--pairs", default="16:128,32:256,64:384,64:1024",
+                    help="memory:disk sizes in MiB, comma-separated")
+    ap.add_argument("--rules", default="fill,earned,all")
+    a = ap.parse_args()
+    _, sizes, requests = tracegen.generate(requests=a.requests, objects=a.objects, seed=a.seed)
+    print(f"trace: {a.requests} requests over {a.objects} objects, seed {a.seed}")
+    print("| memory + disk | rule | object | byte | LRU object | LRU byte | written per request |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for pair in a.pairs.split(","):
+        mem, disk = (int(x) * MIB for x in pair.split(":"))
+        lru = sim.lru(requests, sizes, mem + disk, max_object=16 * MIB)
+        for rule in a.rules.split(","):
+            r, written = run(requests, sizes, mem, disk, rule)
+            print(f"| {mem // MIB} + {disk // MIB} MiB | {rule} | {100 * r.object_ratio:.1f} % "
+                  f"| {100 * r.byte_ratio:.1f} % | {100 * lru.object_ratio:.1f} % "
+                  f"| {100 * lru.byte_ratio:.1f} % | {written / len(requests):.0f} B |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
