@@ -87,9 +87,6 @@ def sepia_config(a, port, origin_port, log_path, admin_port):
         f"workers = {a.workers}",
         'shutdown_grace = "2s"',
         "",
-        "[admin]",
-        f'listen = "127.0.0.1:{admin_port}"',
-        "",
         "[[listen]]",
         f'address = "127.0.0.1:{port}"',
         'mode = "reverse"',
@@ -114,6 +111,9 @@ def sepia_config(a, port, origin_port, log_path, admin_port):
         lines += ["", "[[cache.disk]]", f'path = "{a.disk_dir}"', f'size = "{a.disk_size_text}"']
         if a.disk_admission:
             lines.append(f'admission = "{a.disk_admission}"')
+        # For the disk's write counters only: memory-only runs stay as they were measured
+        # before (without [admin], nothing is counted for metrics).
+        lines += ["", "[admin]", f'listen = "127.0.0.1:{admin_port}"']
     return "\n".join(lines) + "\n"
 
 
@@ -232,7 +232,8 @@ def disk_writes(admin_port):
     with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/metrics", timeout=10) as r:
         text = r.read().decode()
     out = {}
-    for name in ("sepia_disk_writes", "sepia_disk_write_bytes", "sepia_disk_write_skips"):
+    for name in ("sepia_disk_writes", "sepia_disk_write_bytes", "sepia_disk_write_skips",
+                 "sepia_disk_fill_writes", "sepia_disk_fill_write_bytes"):
         m = re.search(rf"^{name}(?:_total)? (\d+)", text, re.M)
         out[name[len("sepia_"):]] = int(m.group(1)) if m else None
     return out
@@ -318,10 +319,12 @@ def run(a):
         stop_all()
 
     log = read_access_log(log_path)
-    if written:
+    if written.get("disk_write_bytes") is not None:
         print(f"disk writes: {written['disk_writes']} records, {written['disk_write_bytes']} bytes "
               f"({written['disk_write_bytes'] / len(trace):.0f} per request), "
-              f"{written['disk_write_skips']} skipped", flush=True)
+              f"{written['disk_write_skips']} skipped; of them filling unused room: "
+              f"{written['disk_fill_writes']} records, {written['disk_fill_write_bytes']} bytes",
+              flush=True)
     return summarize_run(a, header, trace, sizes, results, elapsed, errors, before, after, log,
                          rss_kib, written)
 

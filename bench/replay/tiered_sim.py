@@ -3,7 +3,7 @@
 
 Memory is S3-FIFO×32 as `sim.py` models it; an object it evicts goes to the disk by the rule
 under test, and a memory miss that the disk holds is a disk hit (promoted back into memory by
-the same admission as a fill). The disk is a log of 16 MiB segments in `size - size/32` bytes
+the same admission as a fill, but for bodies of 1 MiB or more, sent from their segment). The disk is a log of 16 MiB segments in `size - size/32` bytes
 (crates/store/src/disk): records are appended, the oldest segment is reclaimed when a new one
 would not fit, and its records hit since written are re-appended (FIFO with re-insertion).
 Rules (`Admission` in crates/store/src/disk/config.rs):
@@ -11,7 +11,9 @@ Rules (`Admission` in crates/store/src/disk/config.rs):
 * `earned` objects evicted from memory's main queue, and those evicted unearned a second time
            within the disk ghost's horizon (memory + disk bytes, two generations:
            crates/store/src/disk_ghost.rs);
-* `fill`   the same, plus every other eviction until the disk first has to reclaim;
+* `fill`   the same, plus every other eviction while another segment would open beside the
+           ones held (the one being written counted whole) without reclaiming, as
+           `has_unused_room` in crates/store/src/disk/log.rs;
 * `all`    every eviction (no admission), for the write volume it costs.
 
 Prints object and byte hit ratios and bytes written per request beside LRU of the same total
@@ -34,6 +36,7 @@ import tracegen  # noqa: E402
 MIB = 1 << 20
 SEGMENT = 16 * MIB
 RECORD_OVERHEAD = 300
+SEGMENT_BODY_MIN = 1 * MIB
 
 
 class Disk:
@@ -44,7 +47,7 @@ class Disk:
         self.segments = {}  # id -> [(oid, record length)], oldest first (dicts keep order)
         self.sealed = {}  # id -> bytes
         self.active, self.active_end, self.next_id = None, 0, 0
-        self.written, self.reclaimed = 0, False
+        self.written = 0
         self.ghost = [set(), set()]
         self.ghost_bytes, self.ghost_half = 0, max(1, horizon // 2)
 
@@ -61,12 +64,24 @@ class Disk:
         self.ghost_bytes += size
         return False
 
+    @staticmethod
+    def segment_limit(length):
+        return max(SEGMENT, length)
+
+    def has_unused_room(self, length):
+        held = sum(self.sealed.values()) + (SEGMENT if self.active is not None else 0)
+        return held + self.segment_limit(length) <= self.capacity
+
     def append(self, oid, length):
-        if self.active is None or self.active_end + length > SEGMENT:
+        """Places a record, rotating segments as needed; records a reclaim took out are
+        re-appended afterwards, as the writer's `reinsert` list is."""
+        hot = []
+        if self.active is None or self.active_end + length > self.segment_limit(length):
             if self.active is not None:
                 self.sealed[self.active] = self.active_end
-            while sum(self.sealed.values()) + SEGMENT > self.capacity:
-                self.reclaim()
+                self.active = None
+            while sum(self.sealed.values()) + self.segment_limit(length) > self.capacity:
+                hot += self.reclaim()
             self.active, self.active_end = self.next_id, 0
             self.next_id += 1
             self.segments[self.active] = []
@@ -74,9 +89,12 @@ class Disk:
         self.active_end += length
         self.index[oid] = [self.active, False]
         self.written += length
+        for oid, length in hot:
+            if oid not in self.index:
+                self.append(oid, length)
 
     def reclaim(self):
-        self.reclaimed = True
+        """Drops the oldest sealed segment; returns its records hit since written."""
         sid = next(iter(self.sealed))
         del self.sealed[sid]
         hot = []
@@ -87,8 +105,7 @@ class Disk:
             del self.index[oid]
             if entry[1] and length <= SEGMENT // 2:
                 hot.append((oid, length))
-        for oid, length in hot:
-            self.append(oid, length)
+        return hot
 
     def lookup(self, oid):
         entry = self.index.get(oid)
@@ -99,9 +116,10 @@ class Disk:
     def demote(self, oid, size, earned):
         if oid in self.index:
             return  # the disk copy is this object (read from disk, or written already)
+        length = size + RECORD_OVERHEAD
         earned = earned or self.seen_again(oid, size)
-        if earned or self.rule == "all" or (self.rule == "fill" and not self.reclaimed):
-            self.append(oid, size + RECORD_OVERHEAD)
+        if earned or self.rule == "all" or (self.rule == "fill" and self.has_unused_room(length)):
+            self.append(oid, length)
 
 
 def evict(shard):
@@ -143,9 +161,12 @@ def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=
         if home.hit(oid):
             res.add(True, size)
             continue
-        res.add(disk.lookup(oid), size)
+        on_disk = disk.lookup(oid)
+        res.add(on_disk, size)
         charge = sim.sepia_charge(size)
-        if charge > min(memory, max_object):
+        # A disk body of 1 MiB or more is sent from its segment, not promoted (tiered.rs,
+        # "Large bodies").
+        if charge > min(memory, max_object) or (on_disk and size >= SEGMENT_BODY_MIN):
             continue
         while total + charge > memory:
             victim = max(parts, key=sim.S3FifoShard.bytes)

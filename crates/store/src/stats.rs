@@ -51,6 +51,10 @@ pub struct StoreStats {
     pub disk_writes: u64,
     /// Bytes written to disk.
     pub disk_write_bytes: u64,
+    /// Of `disk_writes` and `disk_write_bytes`: objects that had not earned a disk place,
+    /// written into room the disk had never used (`Admission::Fill`).
+    pub disk_fill_writes: u64,
+    pub disk_fill_write_bytes: u64,
     /// Demotions skipped: daily write budget spent, or the write queue full.
     pub disk_write_skips: u64,
     /// Disk records that failed their checksum (served as misses, dropped).

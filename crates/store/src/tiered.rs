@@ -25,9 +25,9 @@
 //!   forgets after about memory's size), are queued to their disk's writer thread; a full
 //!   queue drops them (counted). Other evictions are queued too while their disk has room it
 //!   would not have to reclaim (`Admission::Fill`, `disk/config.rs`), into at most half the
-//!   queue, and the writer drops them when writing would reclaim. An object whose disk record is exactly it (it was read
-//!   from disk, or written already: `Object::on_disk`) is not written again while the disk
-//!   still indexes its key.
+//!   queue, and the writer skips them when writing would reclaim. An object whose disk
+//!   record is exactly it (it was read from disk, or written already: `Object::on_disk`) is
+//!   not written again while the disk still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
 //!   `update` after a 304 updates memory, and when the object is not in memory (a disk
 //!   copy streamed without being kept) drops the disk copies. `lookup_no_fill` sees memory
@@ -670,6 +670,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             s.disk_hits += d.hits;
             s.disk_writes += d.writes;
             s.disk_write_bytes += d.write_bytes;
+            s.disk_fill_writes += d.fill_writes;
+            s.disk_fill_write_bytes += d.fill_write_bytes;
             s.disk_write_skips += d.budget_skips + d.queue_drops;
             s.disk_checksum_failures += d.checksum_failures;
             s.disk_faults += d.faults;

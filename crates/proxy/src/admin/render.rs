@@ -229,6 +229,8 @@ impl Gathered {
             ("sepia_disk_writes", one(s.disk_writes)),
             ("sepia_disk_write_bytes", one(s.disk_write_bytes)),
             ("sepia_disk_write_skips", one(s.disk_write_skips)),
+            ("sepia_disk_fill_writes", one(s.disk_fill_writes)),
+            ("sepia_disk_fill_write_bytes", one(s.disk_fill_write_bytes)),
             (
                 "sepia_disk_checksum_failures",
                 one(s.disk_checksum_failures),
@@ -458,6 +460,8 @@ pub fn stats_json(g: &Gathered, top_urls: &[Ranked], top_clients: &[Ranked], ban
             "disk_index_bytes": s.disk_index_bytes, "disk_reads": s.disk_reads,
             "disk_hits": s.disk_hits, "disk_writes": s.disk_writes,
             "disk_write_bytes": s.disk_write_bytes, "disk_write_skips": s.disk_write_skips,
+            "disk_fill_writes": s.disk_fill_writes,
+            "disk_fill_write_bytes": s.disk_fill_write_bytes,
             "disk_checksum_failures": s.disk_checksum_failures, "disk_faults": s.disk_faults,
             "disks_failed": s.disks_failed, "bans": bans,
         },

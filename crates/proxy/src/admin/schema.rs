@@ -81,6 +81,8 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_disk_writes", Counter, &[], "Records written to disk."),
     family("sepia_disk_write_bytes", Counter, &[], "Bytes written to disk."),
     family("sepia_disk_write_skips", Counter, &[], "Demotions skipped (write budget spent or queue full)."),
+    family("sepia_disk_fill_writes", Counter, &[], "Of the records written, objects that had not earned a disk place, written into room the disk had never used (admission = \"fill\")."),
+    family("sepia_disk_fill_write_bytes", Counter, &[], "Bytes of those records."),
     family("sepia_disk_checksum_failures", Counter, &[], "Disk records that failed their checksum."),
     family("sepia_disk_faults", Counter, &[], "Disk I/O faults (ENOSPC, EIO, files gone)."),
     family("sepia_disks_failed", Gauge, &[], "Disks given up after a fault."),

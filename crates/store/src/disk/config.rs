@@ -72,15 +72,20 @@ impl DiskConfig {
 /// objects only, an object asked for a second time after memory forgot it is a miss even
 /// when the disk had room for it, and on the replayer's Zipf trace that left a 384 MiB disk
 /// a third empty and its hit ratio 5 points below LRU of the same total size
-/// (bench/RESULTS.md, 2026-11-26). Filling costs at most one disk's worth of extra writes
-/// (once: a full disk stays full, its oldest segments reclaimed as new ones are written),
-/// within the write budget's first half each day.
+/// (bench/RESULTS.md, 2026-11-26 and 2026-11-27).
+///
+/// What it costs: unearned objects are written only into room the disk would not have to
+/// reclaim, so they never push anything out. A full disk stays full (each new segment
+/// reclaims the oldest) and then takes earned objects only; room comes back only by a
+/// partly filled segment sealed at a stop (at most a segment per restart) or a reclaim that
+/// freed more than a segment (a large object's). So the extra writes are about one disk's
+/// worth when it first fills, and little after; each day within half the write budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// While the disk has room it would not have to reclaim, every object leaving memory is
-    /// written (unearned ones within half the day's write budget, and only while the write
-    /// queue is at most half full, so that they never crowd out earned ones); once the disk
-    /// is full, only earned ones.
+    /// written: unearned ones within half the day's write budget, while the disk index is
+    /// loaded, and only into the first half of the write queue, which leaves the other half
+    /// to earned ones. Once the disk is full, only earned ones.
     #[default]
     Fill,
     /// Only earned objects, from the start: for devices whose writes are scarcer than
@@ -109,6 +114,10 @@ pub struct DiskStats {
     pub reinserted: u64,
     /// Demotions skipped by the daily write budget.
     pub budget_skips: u64,
+    /// Records of unearned objects written into room the disk had not used
+    /// ([`Admission::Fill`]), and their bytes: part of `writes` and `write_bytes`.
+    pub fill_writes: u64,
+    pub fill_write_bytes: u64,
     /// Demotions dropped because the write queue was full.
     pub queue_drops: u64,
     /// Records that failed a checksum (dropped from the index; a miss).
@@ -132,6 +141,8 @@ pub(crate) struct Counters {
     pub(crate) write_bytes: AtomicU64,
     pub(crate) reinserted: AtomicU64,
     pub(crate) budget_skips: AtomicU64,
+    pub(crate) fill_writes: AtomicU64,
+    pub(crate) fill_write_bytes: AtomicU64,
     pub(crate) queue_drops: AtomicU64,
     pub(crate) checksum_failures: AtomicU64,
     pub(crate) faults: AtomicU64,
@@ -150,6 +161,8 @@ impl Counters {
             write_bytes: self.write_bytes.load(Relaxed),
             reinserted: self.reinserted.load(Relaxed),
             budget_skips: self.budget_skips.load(Relaxed),
+            fill_writes: self.fill_writes.load(Relaxed),
+            fill_write_bytes: self.fill_write_bytes.load(Relaxed),
             queue_drops: self.queue_drops.load(Relaxed),
             checksum_failures: self.checksum_failures.load(Relaxed),
             faults: self.faults.load(Relaxed),

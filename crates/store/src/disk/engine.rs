@@ -305,7 +305,12 @@ impl DiskEngine {
     /// such objects now ([`Admission::Fill`]: room it would not have to reclaim, the write
     /// queue at most half full). A refusal is not counted: it is the admission rule.
     pub(crate) fn enqueue_unearned(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
-        if self.shared.cfg.admission != Admission::Fill || self.shared.closed.load(Relaxed) {
+        // While loading, the disk's size is not known yet (and the writer is busy).
+        let loading = self.shared.counters.loading.load(Relaxed);
+        if self.shared.cfg.admission != Admission::Fill
+            || self.shared.closed.load(Relaxed)
+            || loading
+        {
             return false;
         }
         matches!(self.try_enqueue(primary, object, false), Enqueue::Queued)

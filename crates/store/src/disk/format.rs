@@ -119,18 +119,24 @@ pub(crate) struct RecordParts<'a> {
     pub(crate) body: &'a [Bytes],
 }
 
+impl RecordParts<'_> {
+    /// The record's header (lengths; the CRC is computed by `encode`).
+    pub(crate) fn header(&self) -> Header {
+        Header {
+            seq: self.seq,
+            kind: self.kind,
+            primary_len: self.primary.len() as u32,
+            secondary_len: self.secondary.len() as u32,
+            meta_len: self.meta.len() as u32,
+            head_len: self.head.len() as u32,
+            body_len: self.body.iter().map(|c| c.len() as u64).sum(),
+        }
+    }
+}
+
 /// Appends the encoded record to `out`; returns its header.
 pub(crate) fn encode(p: &RecordParts<'_>, out: &mut Vec<u8>) -> Header {
-    let body_len: u64 = p.body.iter().map(|c| c.len() as u64).sum();
-    let h = Header {
-        seq: p.seq,
-        kind: p.kind,
-        primary_len: p.primary.len() as u32,
-        secondary_len: p.secondary.len() as u32,
-        meta_len: p.meta.len() as u32,
-        head_len: p.head.len() as u32,
-        body_len,
-    };
+    let h = p.header();
     let start = out.len();
     out.reserve(h.record_len() as usize);
     out.resize(start + HEADER_LEN, 0);

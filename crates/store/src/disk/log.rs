@@ -64,12 +64,14 @@ impl Writer {
     /// reclaim.
     pub(super) fn has_unused_room(&self, len: u64) -> bool {
         let held = self.sealed.values().sum::<u64>() + self.active.as_ref().map_or(0, |a| a.limit);
-        let limit = self
-            .shared
-            .cfg
-            .segment_bytes
-            .max(len + (SUMMARY_ENTRY + FOOTER_LEN) as u64);
-        held + limit <= self.shared.cfg.data_capacity()
+        held + self.segment_limit(len) <= self.shared.cfg.data_capacity()
+    }
+
+    /// The size of a segment opened for a record of `len` bytes: the usual size, or the
+    /// record's own with its summary entry and footer when it is larger.
+    fn segment_limit(&self, len: u64) -> u64 {
+        let own = len + (SUMMARY_ENTRY + FOOTER_LEN) as u64;
+        self.shared.cfg.segment_bytes.max(own)
     }
 
     fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<bool> {
@@ -116,11 +118,7 @@ impl Writer {
     /// Opens a new segment with room for a record of `len`, reclaiming old ones for space.
     /// False when even an empty disk could not hold it.
     fn open_segment(&mut self, len: u64) -> io::Result<bool> {
-        let limit = self
-            .shared
-            .cfg
-            .segment_bytes
-            .max(len + (SUMMARY_ENTRY + FOOTER_LEN) as u64);
+        let limit = self.segment_limit(len);
         let capacity = self.shared.cfg.data_capacity();
         if limit > capacity {
             return Ok(false);

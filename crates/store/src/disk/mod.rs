@@ -34,8 +34,8 @@
 //! # Writing
 //!
 //! A writer thread per disk takes objects from a bounded queue (memory evictions that earned
-//! a disk place, and at a clean shutdown the earned objects still in memory, see
-//! `tiered.rs`), encodes them into a 1 MiB aggregation buffer, and writes
+//! a disk place, others while the disk has room it has not used (`Admission::Fill`), and at
+//! a clean shutdown the earned objects still in memory, see `tiered.rs`), encodes them into a 1 MiB aggregation buffer, and writes
 //! it with `pwrite` when full and at least every `flush_interval` (1 s). Records become
 //! visible in the index only once written. Purges log a tombstone and are written at once.
 //! When a new segment needs room the oldest is reclaimed: its records that were hit since

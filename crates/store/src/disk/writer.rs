@@ -81,6 +81,7 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
     w.shared.shards_loaded.store(u64::MAX, Release);
     w.shared.counters.loading.store(false, Relaxed);
     w.publish_bytes();
+    w.warn_if_short_of_space();
     w.serve();
 }
 
@@ -262,15 +263,6 @@ impl Writer {
         object: &dyn Demoted,
         earned: bool,
     ) -> io::Result<()> {
-        let size = object.disk_size();
-        let room = |w: &mut Self| w.has_unused_room(size) && w.within_budget(size, 2);
-        if !earned && !room(self) {
-            return Ok(());
-        }
-        if earned && !self.budget_allows(size) {
-            self.shared.counters.budget_skips.fetch_add(1, Relaxed);
-            return Ok(());
-        }
         let mut meta = Vec::new();
         object.encode_meta(&mut meta);
         let body = object.body_chunks()?;
@@ -283,10 +275,47 @@ impl Writer {
             head: object.head(),
             body: &body,
         };
+        let len = parts.header().record_len();
+        let fill = |w: &mut Self| w.has_unused_room(len) && w.within_budget(len, 2);
+        if !earned && !fill(self) {
+            return Ok(());
+        }
+        if earned && !self.budget_allows(len) {
+            self.shared.counters.budget_skips.fetch_add(1, Relaxed);
+            return Ok(());
+        }
         if self.append(hash, parts)? {
+            if !earned {
+                self.shared.counters.fill_writes.fetch_add(1, Relaxed);
+                self.shared
+                    .counters
+                    .fill_write_bytes
+                    .fetch_add(len, Relaxed);
+            }
             object.written(hash);
         }
         Ok(())
+    }
+
+    /// Logs when the file system cannot hold the disk's `size`: the disk would fail with
+    /// ENOSPC before it is full and be given up (sooner with `Admission::Fill`, which fills
+    /// an empty disk at once). Told once, at open; the disk is used all the same.
+    fn warn_if_short_of_space(&self) {
+        let Ok(fs) = rustix::fs::statvfs(&self.shared.cfg.path) else {
+            return;
+        };
+        let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+        let held = self.sealed.values().sum::<u64>();
+        let size = self.shared.cfg.size_bytes;
+        if held.saturating_add(free) < size {
+            tracing::warn!(
+                disk = %self.shared.cfg.path.display(),
+                size,
+                held,
+                free,
+                "the file system has less free space than this disk's size: the disk will fail when the file system fills; lower its size"
+            );
+        }
     }
 
     pub(super) fn budget_allows(&mut self, size: u64) -> bool {
