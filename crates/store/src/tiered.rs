@@ -528,7 +528,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         // The ring's read, if it makes this one; a ring whose thread failed (no answer on
         // its room) leaves every read to the threads.
         let ring = (self.disks.ring.as_ref())
-            .and_then(|ring| Some((ring, disk.ring_read(locs)?)))
+            .and_then(|ring| Some((ring, disk.ring_read(locs, hash)?)))
             .and_then(|(ring, r)| Some((ring, ring.has_room()?, r)));
         let has_room = match &ring {
             Some((_, room, _)) => *room,

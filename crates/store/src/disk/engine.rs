@@ -106,6 +106,8 @@ pub(crate) struct Shared {
     /// See `DiskEngine::on_reclaim`.
     #[allow(clippy::type_complexity)]
     pub(crate) on_reclaim: RwLock<Option<Box<dyn Fn(u32) + Send + Sync>>>,
+    /// Large records re-read past the page cache (see `reread.rs`).
+    pub(crate) rereads: super::reread::Rereads,
 }
 
 impl Shared {
@@ -192,6 +194,7 @@ impl DiskEngine {
             Err(busy) => return Err(busy.error(&cfg.path)),
         };
         let publish_by = std::time::Instant::now() + cfg.publish_wait;
+        let rereads = super::reread::Rereads::for_disk(cfg.size_bytes);
         let shared = Arc::new(Shared {
             cfg,
             key,
@@ -213,6 +216,7 @@ impl DiskEngine {
             shard_source: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
             on_reclaim: RwLock::new(None),
+            rereads,
         });
         shared.counters.loading.store(true, Relaxed);
         let for_thread = Arc::clone(&shared);
@@ -543,7 +547,8 @@ impl DiskEngine {
             None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
             None => return Err(ReadError::Corrupt),
         };
-        let prefix = read_record(&seg, loc, prefix_only, cached_only)?;
+        let past_cache = !cached_only && self.shared.rereads.read_past_cache(&seg, loc, hash);
+        let prefix = read_record(&seg, loc, prefix_only, cached_only, past_cache)?;
         decode_record(&seg, loc, prefix, primary, hash, segment_from, prefix_only)
     }
 

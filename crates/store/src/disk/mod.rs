@@ -115,8 +115,10 @@
 //! A record's first read off the event loop, for records above 64 KiB not verified yet,
 //! goes past the page cache (`O_DIRECT`, `segment.rs` `read_uncached_at`, or the ring with
 //! an aligned buffer): no page allocated, inserted and copied out for a record that is
-//! either promoted into memory or, once verified, read again through the page cache for
-//! `sendfile`. Small records are read through the page cache.
+//! either promoted into memory or, once verified, sent by `sendfile` from the page cache.
+//! So does a verified record's first re-read after its pages left the page cache; a second
+//! one goes through the page cache, for its later hits (`reread.rs`). Small records are
+//! read through the page cache.
 //!
 mod config;
 mod engine;
@@ -128,6 +130,7 @@ mod log;
 mod pool;
 mod record_read;
 mod recover;
+mod reread;
 mod ring_read;
 mod segment;
 mod writer;

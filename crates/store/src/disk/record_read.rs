@@ -197,12 +197,14 @@ pub(super) fn decode_record(
 }
 
 /// The bytes of the record at `loc` that [`decode_record`] decodes: the whole record
-/// up to 4 chunks, else its prefix (the body follows), read as the lookup may.
+/// up to 4 chunks, else its prefix (the body follows), read as the lookup may; past the
+/// page cache with `past_cache` (`Rereads::read_past_cache`).
 pub(super) fn read_record(
     seg: &SegFile,
     loc: &Loc,
     prefix_only: bool,
     cached_only: bool,
+    past_cache: bool,
 ) -> Result<BytesMut, ReadError> {
     let whole = loc.len > 0 && loc.len <= 4 * CHUNK;
     let len = loc.len as usize;
@@ -224,19 +226,11 @@ pub(super) fn read_record(
         }
         return Ok(b);
     }
-    if first_read_uncached(loc) {
+    if past_cache {
         return Ok(read_uncached_at(seg, len, loc.offset)?);
     }
     // A small record (kept in the page cache: a kernel without `cachestat` has the worker's
     // `RWF_NOWAIT` attempt reading it in already, and a small record's blocks hold its
-    // neighbours' too), or a verified one.
+    // neighbours' too), a cached one, or a hot one (see `reread.rs`).
     Ok(read_new_at(&seg.file, len, loc.offset)?)
-}
-
-/// Whether the read of the record at `loc` goes past the page cache (see
-/// `read_uncached_at`): its first read in this process, for a record above what the workers
-/// read themselves. Once verified, its reads go through the page cache, which `sendfile`
-/// serves later hits from.
-pub(super) fn first_read_uncached(loc: &Loc) -> bool {
-    loc.len > CACHED_READ_MAX && !loc.verified
 }

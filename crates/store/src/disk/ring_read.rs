@@ -13,7 +13,7 @@ use bytes::BytesMut;
 use super::engine::DiskEngine;
 use super::format::CHUNK;
 use super::index::Loc;
-use super::record_read::{decode_record, first_read_uncached, DiskRecord, ReadError};
+use super::record_read::{decode_record, DiskRecord, ReadError, CACHED_READ_MAX};
 use super::segment::{direct_span, range_of_blocks, SegFile, DIRECT_ALIGN};
 
 /// One read for the ring: `len` bytes at `at` of `file` (at least `need`: whole blocks
@@ -38,20 +38,26 @@ pub(crate) struct RingRecord {
 }
 
 impl DiskEngine {
-    /// The ring's read of `locs` (a key's index entries): one record, read whole, as a read
-    /// thread would read it (`record_read::read_record`): past the page cache for a large
-    /// record's first read, else through it. `None`: leave it to the read threads.
-    pub(crate) fn ring_read(&self, locs: &[Loc]) -> Option<RingRead> {
+    /// The ring's read of `locs` (the index entries of the key of hash `hash`): one record,
+    /// read whole, as a read thread would read it (`record_read::read_record`): past the
+    /// page cache where `read_past_cache` says so, else through it. `None`: leave it to the
+    /// read threads.
+    pub(crate) fn ring_read(&self, locs: &[Loc], hash: u64) -> Option<RingRead> {
         let [loc] = locs else { return None };
         if self.failed() || loc.len == 0 || loc.len > CHUNK {
             return None;
         }
         let seg = self.shared.seg(loc.seg)?;
         let len = loc.len as usize;
-        let direct = if first_read_uncached(loc) {
-            // Opening it is a system call or three: the read threads do that, not the
-            // event loop; later reads of the segment find it open.
-            seg.direct_if_opened()?.cloned()
+        // Opening the `O_DIRECT` descriptor is a system call or three: the read threads do
+        // that, not the event loop; later reads of the segment find it open. Asked before
+        // `read_past_cache`, which notes a re-read: the threads would note it a second time.
+        let opened = seg.direct_if_opened();
+        if opened.is_none() && loc.len > CACHED_READ_MAX {
+            return None;
+        }
+        let direct = if self.shared.rereads.read_past_cache(&seg, loc, hash) {
+            opened.flatten().cloned()
         } else {
             None
         };

@@ -105,13 +105,15 @@ pub(crate) fn open(dir: &Path, id: u32, create: bool) -> io::Result<SegFile> {
 pub(crate) const DIRECT_ALIGN: usize = 4096;
 
 /// Reads exactly `len` bytes at `at` from the device past the page cache (`O_DIRECT`),
-/// for a record's first read: as [`read_new_at`] where the file system refuses it. A cold
+/// for a record's first read (and a first re-read after its pages left the page cache, see
+/// `reread.rs`): as [`read_new_at`] where the file system refuses it. A cold
 /// read through the page cache allocated, charged and inserted a page for every 4 KiB, then
 /// copied them out (~20 % of a cold 64 KiB hit's CPU, bench/RESULTS.md 2026-11-27), for
 /// pages that most records, read once, never use again: memory holds the small ones it
-/// promotes, and a large body read a second time goes through the page cache, which
-/// `sendfile` serves its later hits from. No residency check first: such a record is rarely
-/// cached (and a `RWF_NOWAIT` check would start reading the pages it asks about). Cached or
+/// promotes, and a large body read a third time goes through the page cache, which
+/// `sendfile` serves its later hits from. No residency check before a first read: such a
+/// record is rarely cached (and a `RWF_NOWAIT` check would start reading the pages it asks
+/// about); a re-read asks `cachestat`. Cached or
 /// dirty pages are still read correctly (the kernel writes dirty ones back first), only not
 /// from memory.
 pub(crate) fn read_uncached_at(seg: &SegFile, len: usize, at: u64) -> io::Result<bytes::BytesMut> {
