@@ -9,7 +9,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sepia_e2e::{free_addr, keyed_body, sha256_hex, Origin, RawClient, Response, Sepia};
+use sepia_e2e::fixtures::with_admin;
+use sepia_e2e::{
+    curl, free_addr, keyed_body, reverse_config, sha256_hex, wait_until, Origin, RawClient,
+    Response, Sepia,
+};
 use tempfile::TempDir;
 
 /// Sepia's quick start with a memory far smaller than the objects used, over one disk.
@@ -376,4 +380,70 @@ fn a_full_disk_is_left_out_and_serving_goes_on() {
         stderr.to_lowercase().contains("no space") || stderr.contains("failed"),
         "the full disk was not reported: {stderr}"
     );
+}
+
+/// `cache.disk` through a config file with `[admin]`; `admission` as given.
+fn start_with_admission(origin: &Origin, dir: &Path, admission: &str) -> (Sepia, String) {
+    let config = format!(
+        "{}[cache]\nmemory = \"1MiB\"\nmax_object = \"512KiB\"\n\n[[cache.disk]]\npath = \"{}\"\nsize = \"64MiB\"\n\
+         admission = \"{admission}\"\n\n",
+        reverse_config(&free_addr(), &[&origin.url()]),
+        dir.display()
+    );
+    with_admin(&config, "")
+}
+
+/// The `cache` object of the admin listener's `/stats`.
+fn cache_stats(base: &str) -> serde_json::Value {
+    let stats = curl(&[&format!("{base}/stats")]);
+    let json: serde_json::Value = serde_json::from_slice(&stats.body).expect("JSON");
+    json["cache"].clone()
+}
+
+/// Objects asked for once and pushed out of memory by the ones after them go to an empty
+/// disk by default (`admission = "fill"`): counted as fill writes, and served from disk after
+/// a restart. With `admission = "earned"` none is written.
+#[test]
+fn one_hit_objects_fill_an_empty_disk_unless_admission_is_earned() {
+    let origin = Origin::start();
+    for admission in ["fill", "earned"] {
+        let dir = TempDir::new().unwrap();
+        let (mut sepia, base) = start_with_admission(&origin, dir.path(), admission);
+        let mut client = RawClient::connect(sepia.addr());
+        // ~3.6 MB of 2-16 KB objects through 1 MiB of memory: most are pushed out unearned.
+        for id in 0..400 {
+            get(&mut client, id).unwrap();
+        }
+        let fill_writes = || cache_stats(&base)["disk_fill_writes"].as_u64().unwrap();
+        if admission == "fill" {
+            // Written within the flush interval (1 s).
+            assert!(
+                wait_until(Duration::from_secs(10), || fill_writes() >= 200),
+                "{admission}: {}",
+                cache_stats(&base)
+            );
+        } else {
+            std::thread::sleep(Duration::from_millis(1500));
+            let cache = cache_stats(&base);
+            assert_eq!(
+                (
+                    cache["disk_fill_writes"].as_u64(),
+                    cache["disk_writes"].as_u64()
+                ),
+                (Some(0), Some(0)),
+                "{admission}: {cache}"
+            );
+        }
+        assert!(sepia.terminate(Duration::from_secs(20)).is_some());
+        if admission == "fill" {
+            let (sepia, _base) = start_with_admission(&origin, dir.path(), admission);
+            let mut client = RawClient::connect(sepia.addr());
+            for id in 0..50 {
+                get(&mut client, id).unwrap();
+            }
+            sepia.wait_for_log_lines(50, Duration::from_secs(10));
+            let hits = count(&codes(&sepia), "TCP_HIT");
+            assert!(hits >= 40, "{hits} of the first 50 from disk");
+        }
+    }
 }
