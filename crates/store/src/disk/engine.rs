@@ -33,15 +33,27 @@ pub(crate) trait Demoted: Send + Sync {
     fn written(&self, _hash: u64) {}
 }
 
+/// Why an object leaving memory is written (`tiered.rs`'s eviction hook).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// It earned its place (hit while in memory), or a clean stop writes it: always, a newer
+    /// version of a key already on disk included.
+    Earned,
+    /// It left memory unearned a second time within the disk ghost's horizon: unless its
+    /// key already has a record (written, or placed and about to be indexed).
+    SeenAgain,
+    /// Unearned, into room the disk has never used ([`Admission::Fill`]): unless its key
+    /// already has a record, and only without reclaiming.
+    Fill,
+}
+
 pub(crate) enum Cmd {
     Write {
         hash: u64,
         primary: Bytes,
         object: Arc<dyn Demoted>,
         size: u64,
-        /// False for an object that did not earn its place, written because the disk has
-        /// room ([`Admission::Fill`]): the writer skips it if writing it now would reclaim.
-        earned: bool,
+        admit: Admit,
     },
     Tombstone {
         hash: u64,
@@ -289,13 +301,22 @@ impl DiskEngine {
         }
     }
 
-    /// Queues an object for writing; false (and counted) when the queue is full, false when
-    /// the disk failed or was closed.
+    /// Queues an earned object for writing; false (and counted) when the queue is full,
+    /// false when the disk failed or was closed.
     pub(crate) fn enqueue_write(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
+        self.enqueue(primary, object, Admit::Earned)
+    }
+
+    /// [`DiskEngine::enqueue_write`] for an object that left memory unearned a second time.
+    pub(crate) fn enqueue_seen_again(&self, primary: Bytes, object: Arc<dyn Demoted>) -> bool {
+        self.enqueue(primary, object, Admit::SeenAgain)
+    }
+
+    fn enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>, admit: Admit) -> bool {
         if self.shared.closed.load(Relaxed) {
             return false;
         }
-        match self.try_enqueue(primary, object, true) {
+        match self.try_enqueue(primary, object, admit) {
             Enqueue::Queued => true,
             Enqueue::Full(_) => {
                 self.shared.counters.queue_drops.fetch_add(1, Relaxed);
@@ -317,7 +338,10 @@ impl DiskEngine {
         {
             return false;
         }
-        matches!(self.try_enqueue(primary, object, false), Enqueue::Queued)
+        matches!(
+            self.try_enqueue(primary, object, Admit::Fill),
+            Enqueue::Queued
+        )
     }
 
     /// Queues an object for writing during a shutdown: waits for room in the queue until
@@ -329,7 +353,7 @@ impl DiskEngine {
         deadline: std::time::Instant,
     ) -> bool {
         loop {
-            match self.try_enqueue(primary.clone(), object, true) {
+            match self.try_enqueue(primary.clone(), object, Admit::Earned) {
                 Enqueue::Queued => return true,
                 Enqueue::Failed => return false,
                 Enqueue::Full(back) => object = back,
@@ -342,7 +366,7 @@ impl DiskEngine {
         }
     }
 
-    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>, earned: bool) -> Enqueue {
+    fn try_enqueue(&self, primary: Bytes, object: Arc<dyn Demoted>, admit: Admit) -> Enqueue {
         if self.shared.failed() {
             return Enqueue::Failed;
         }
@@ -350,7 +374,7 @@ impl DiskEngine {
         let hash = self.hash(&primary);
         let cfg = &self.shared.cfg;
         let mut q = self.shared.lock_queue();
-        if !earned {
+        if admit == Admit::Fill {
             // Room never used: what the disk holds (the segment being written counted
             // whole), what is queued and this object, and one more segment, without
             // reclaiming. The writer checks again (`has_unused_room`).
@@ -370,7 +394,7 @@ impl DiskEngine {
             primary,
             object,
             size,
-            earned,
+            admit,
         });
         drop(q);
         self.shared.wake.notify_one();

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::engine::{Cmd, Demoted, Locking, Shared};
+use super::engine::{Admit, Cmd, Demoted, Locking, Shared};
 use super::format::{RecordParts, SummaryEntry, KIND_OBJECT, KIND_TOMBSTONE};
 use super::index::Loc;
 use super::lock::{Busy, DirLock};
@@ -190,9 +190,9 @@ impl Writer {
                 hash,
                 primary,
                 object,
-                earned,
+                admit,
                 ..
-            }) if !failed => self.write_object(hash, &primary, &*object, earned)?,
+            }) if !failed => self.write_object(hash, &primary, &*object, admit)?,
             Some(Cmd::Tombstone { hash, primary }) if !failed => {
                 self.pending.retain(|(h, _)| *h != hash);
                 let parts = RecordParts {
@@ -252,17 +252,24 @@ impl Writer {
         Ok(())
     }
 
-    /// Appends a demoted object's record, within the write budget. An unearned one
-    /// (`Admission::Fill`) only into room that needs no reclaim, and within the first half
-    /// of the day's budget, so that earned objects keep the rest; skipping it is the
-    /// admission rule, not counted.
+    /// Appends a demoted object's record, within the write budget. An unearned one only if
+    /// its key has no record yet (one copy is enough: a copy written by `Admission::Fill`
+    /// may have been placed while the object was fetched again, and a second record is a
+    /// second index entry every later lookup reads); by `Admission::Fill` only into room
+    /// that needs no reclaim, and within the first half of the day's budget, so that
+    /// earned objects keep the rest. Skipping those is the admission rule, not counted.
     fn write_object(
         &mut self,
         hash: u64,
         primary: &[u8],
         object: &dyn Demoted,
-        earned: bool,
+        admit: Admit,
     ) -> io::Result<()> {
+        let has_record =
+            |w: &Self| w.shared.index.contains(hash) || w.pending.iter().any(|(h, _)| *h == hash);
+        if admit != Admit::Earned && has_record(self) {
+            return Ok(());
+        }
         let mut meta = Vec::new();
         object.encode_meta(&mut meta);
         let body = object.body_chunks()?;
@@ -276,16 +283,17 @@ impl Writer {
             body: &body,
         };
         let len = parts.header().record_len();
-        let fill = |w: &mut Self| w.has_unused_room(len) && w.within_budget(len, 2);
-        if !earned && !fill(self) {
+        let fill = admit == Admit::Fill;
+        let room = |w: &mut Self| w.has_unused_room(len) && w.within_budget(len, 2);
+        if fill && !room(self) {
             return Ok(());
         }
-        if earned && !self.budget_allows(len) {
+        if !fill && !self.budget_allows(len) {
             self.shared.counters.budget_skips.fetch_add(1, Relaxed);
             return Ok(());
         }
         if self.append(hash, parts)? {
-            if !earned {
+            if fill {
                 self.shared.counters.fill_writes.fetch_add(1, Relaxed);
                 self.shared
                     .counters
