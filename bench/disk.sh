@@ -12,6 +12,7 @@
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
 #           [--disk-io threads|io_uring|''] (cache.disk_io; '': not set, for binaries before it)
+#           [--disk-admission fill|earned] ([[cache.disk]] admission; default: not set)
 set -euo pipefail
 BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
 RUN=${DISK_RUN:-$BENCH_DIR/run-disk}  # DISK_RUN: a second run beside another
@@ -25,7 +26,7 @@ FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= 
 TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
-ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring
+ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION=
 while (($#)); do
     case $1 in
         --objects) OBJECTS=$2; shift ;;
@@ -47,6 +48,7 @@ while (($#)); do
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --read-threads) READ_THREADS=$2; shift ;;
         --disk-io) DISK_IO=$2; shift ;;
+        --disk-admission) DISK_ADMISSION=$2; shift ;;
         --cg-hits) COUNT_HITS=$2; shift ;;
         --cg-prime) COUNT_PRIME=$2; shift ;;
         --disk-root) DISK_ROOT=$2; shift ;;
@@ -84,7 +86,7 @@ sepia_config() {
     mkdir -p "$dir"; rm -f "$dir/access.log"
     render "$BENCH_DIR/peers/disk/sepia.toml" "$dir/sepia.toml.tmp" "$2" "$name"
     sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" -e "s#@THREADS@#$READ_THREADS#g" -e "s#@DISKIO@#$DISK_IO#g" -e '/disk_io = ""/d' \
-        "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
+        -e "s#@ADMISSION@#$DISK_ADMISSION#g" -e '/admission = ""/d' "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
     rm "$dir/sepia.toml.tmp"
     "$SEPIA_BIN" --config "$dir/sepia.toml" check > /dev/null
 }
