@@ -367,8 +367,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             }
             // Unearned and its key already on disk: one copy is enough. (A copy written by
             // `Admission::Fill` may have landed while this one was fetched again: a second
-            // record would be a second index entry that every later lookup of the key
-            // reads, +1 µs per 4 KiB disk hit in `bench/disk.sh hitcost`.) Otherwise written
+            // record would be a second index entry for the key, written for nothing, that
+            // stays until its segment is reclaimed.) Otherwise written
             // if it left memory unearned once before, within about the disks' horizon (see
             // `disk_ghost.rs`), or into room the disk has never used (`Admission::Fill`).
             if disk.maybe_has(hash) {
