@@ -114,12 +114,13 @@ class S3FifoShard:
                 del self.ghost_live[old]
 
     def evict_one(self):
-        """Evicts one object by the S3-FIFO rules; False when empty."""
+        """Evicts one object by the S3-FIFO rules: (oid, earned), where earned means it left
+        the main queue (what Sepia's disk tier calls earning a disk place); None when empty."""
         while True:
             from_small = self.small and (self.used["s"] >= self.small_target or not self.main)
             q = self.small if from_small else self.main
             if not q:
-                return False
+                return None
             oid = q.popleft()
             entry = self.live[oid]
             c, freq, _ = entry
@@ -137,7 +138,7 @@ class S3FifoShard:
                 continue
             self.used[entry[2]] -= c
             del self.live[oid]
-            return True
+            return oid, entry[2] == "m"
 
     def hit(self, oid):
         entry = self.live.get(oid)
@@ -174,7 +175,7 @@ def s3fifo(requests, sizes, capacity, max_object=None, charge=sepia_charge, shar
         while total + c > capacity:
             victim = max(parts, key=S3FifoShard.bytes) if shards > 1 else home
             before = victim.bytes()
-            if not victim.evict_one():
+            if victim.evict_one() is None:
                 break
             total -= before - victim.bytes()
         home.insert(oid, c)

@@ -122,34 +122,6 @@ class Disk:
             self.append(oid, length)
 
 
-def evict(shard):
-    """One eviction by S3-FIFO's rules: (oid, earned) or None when empty."""
-    while True:
-        from_small = shard.small and (shard.used["s"] >= shard.small_target or not shard.main)
-        queue = shard.small if from_small else shard.main
-        if not queue:
-            return None
-        oid = queue.popleft()
-        entry = shard.live[oid]
-        charge, freq, _ = entry
-        if from_small:
-            if freq >= 1:
-                entry[1], entry[2] = 0, "m"
-                shard.used["s"] -= charge
-                shard.used["m"] += charge
-                shard.main.append(oid)
-                continue
-            shard._remember(oid, charge)
-        elif freq > 0:
-            entry[1] = freq - 1
-            shard.main.append(oid)
-            continue
-        earned = entry[2] == "m"
-        shard.used[entry[2]] -= charge
-        del shard.live[oid]
-        return oid, earned
-
-
 def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=16 * MIB):
     parts = [sim.S3FifoShard(memory // shards) for _ in range(shards)]
     disk = Disk(disk_size, rule, memory + disk_size)
@@ -171,7 +143,7 @@ def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=
         while total + charge > memory:
             victim = max(parts, key=sim.S3FifoShard.bytes)
             before = victim.bytes()
-            out = evict(victim)
+            out = victim.evict_one()
             if out is None:
                 break
             total -= before - victim.bytes()
