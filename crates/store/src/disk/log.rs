@@ -63,8 +63,7 @@ impl Writer {
     /// the disk is full, filling that segment with unearned objects would make the next one
     /// reclaim.
     pub(super) fn has_unused_room(&self, len: u64) -> bool {
-        let held = self.sealed.values().sum::<u64>() + self.active.as_ref().map_or(0, |a| a.limit);
-        held + self.segment_limit(len) <= self.shared.cfg.data_capacity()
+        self.held_bytes() + self.segment_limit(len) <= self.shared.cfg.data_capacity()
     }
 
     /// The size of a segment opened for a record of `len` bytes: the usual size, or the

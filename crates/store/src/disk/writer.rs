@@ -358,12 +358,14 @@ impl Writer {
         Ok(())
     }
 
-    pub(crate) fn publish_bytes(&self) {
+    /// Bytes of segments on disk: the sealed ones, and the one being written counted whole.
+    pub(super) fn held_bytes(&self) -> u64 {
         let active = self.active.as_ref().map_or(0, |a| a.limit);
-        self.shared
-            .counters
-            .bytes
-            .store(self.sealed.values().sum::<u64>() + active, Relaxed);
+        self.sealed.values().sum::<u64>() + active
+    }
+
+    pub(crate) fn publish_bytes(&self) {
+        self.shared.counters.bytes.store(self.held_bytes(), Relaxed);
     }
 
     /// Re-indexes a record found by recovery.
