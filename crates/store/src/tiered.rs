@@ -113,7 +113,9 @@ use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
 
 mod disk_read;
-use disk_read::{fill_from_disk, fill_from_records, segment_object, SegmentBodies, SegmentTarget};
+use disk_read::{
+    fill_from_disk, fill_from_records, newest_usable, segment_object, SegmentBodies, SegmentTarget,
+};
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -367,8 +369,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             }
             // Unearned and its key already on disk: one copy is enough. (A copy written by
             // `Admission::Fill` may have landed while this one was fetched again: a second
-            // record would be a second index entry for the key, written for nothing, that
-            // stays until its segment is reclaimed.) Otherwise written
+            // record would be written for nothing, and read once more by the key's next
+            // lookup, which drops the older one from the index.) Otherwise written
             // if it left memory unearned once before, within about the disks' horizon (see
             // `disk_ghost.rs`), or into room the disk has never used (`Admission::Fill`).
             if disk.maybe_has(hash) {
@@ -514,7 +516,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if self.cached_reads {
             if let Some(records) = disk.read_all_cached(primary, hash, &locs, self.segment_body_min)
             {
-                return self.serve_cached(records, primary, memory_hash, select);
+                return self.serve_cached(disk, records, primary, memory_hash, select);
             }
         }
         let writer = match self.memory.lookup(primary, select) {
@@ -596,16 +598,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// answer, a miss unless another request is filling the key.
     fn serve_cached(
         &self,
+        disk: &DiskEngine,
         records: Vec<DiskRecord>,
         primary: &[u8],
         memory_hash: KeyHash,
         select: &dyn Fn(&Object<M>) -> bool,
     ) -> Lookup<M> {
-        let usable = records
-            .into_iter()
-            .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
-            .max_by_key(|(_, r)| r.seq);
-        let Some((meta, mut rec)) = usable else {
+        let Some((meta, mut rec)) = newest_usable(disk, records) else {
             return self.memory.lookup(primary, select);
         };
         if let Some(in_file) = rec.in_file.take_if(|f| f.verified) {

@@ -2,11 +2,11 @@
 //! ones while the disk has room it would not have to reclaim (`Fill`, the default), within
 //! half the day's write budget; none with `Earned` (the other tests' setting).
 
-use std::time::Duration;
-
 use crate::conformance::{self, any, pattern, runtime, store_object};
-use crate::tiered_tests::{demote, disk_cfg, pool_reads, read_pending, Tiered};
-use crate::{Admission, DiskConfig, Lookup, Store, StoreConfig, TieredConfig, TieredStore};
+use crate::tiered_tests::{
+    demote, disk_cfg, earn_and_push_out, memory_cfg, open_loaded, pool_reads, read_pending, Tiered,
+};
+use crate::{Admission, DiskConfig, Lookup, Store, TieredConfig};
 
 /// 64 KiB of memory over a disk of `disk_bytes` (256 KiB segments) admitting by `admission`.
 fn over_disk(admission: Admission, disk_bytes: u64, budget_per_day: Option<u64>) -> Tiered {
@@ -24,21 +24,14 @@ fn over_disk_in(
     disk_bytes: u64,
     budget_per_day: Option<u64>,
 ) -> Tiered {
-    let memory = StoreConfig {
-        budget_bytes: 64 << 10,
-        max_object_bytes: 32 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(64 << 10, 32 << 10, 1);
     let disk = DiskConfig {
         admission,
         size_bytes: disk_bytes,
         write_budget_bytes_per_day: budget_per_day,
         ..disk_cfg(dir.path())
     };
-    let store = TieredStore::open(pool_reads(TieredConfig::new(memory, vec![disk])));
-    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-    Tiered { store, dir }
+    open_loaded(dir, pool_reads(TieredConfig::new(memory, vec![disk])))
 }
 
 /// Stores one-hit objects `/o/{from..to}` of 20,000 bytes: each is pushed out of memory,
@@ -181,4 +174,41 @@ fn an_object_fetched_again_while_its_first_copy_was_written_is_not_written_twice
     let s = t.stats();
     assert!(s.disk_objects <= 300, "a key indexed twice: {s:?}");
     assert!(s.disk_objects >= 250, "{s:?}");
+}
+
+/// A key written twice (stored, earned, pushed out; stored anew, earned, pushed out again)
+/// has two records. Its first lookup serves the newer, on either read path, and drops the
+/// older from the index, so later lookups read one record.
+#[test]
+fn a_lookup_serves_the_newer_of_two_records_and_drops_the_older() {
+    for cached_reads in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = memory_cfg(64 << 10, 32 << 10, 1);
+        let cfg = TieredConfig {
+            cached_reads,
+            ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
+        };
+        let t = open_loaded(dir, cfg);
+        let (old, new) = (pattern(20_000, 1), pattern(20_000, 2));
+        demote(&t, b"/k", &old);
+        // Fetched anew (a refresh), earned and pushed out: a second record.
+        let writer = conformance::expect_miss(t.refresh(b"/k", &any));
+        conformance::expect_stored(conformance::write_body(writer, "t", 5, b"", &new, 1000));
+        earn_and_push_out(&t, b"/k", 1);
+        let before = t.stats().disk_objects;
+        let body = if cached_reads {
+            let Lookup::Hit(object) = t.lookup(b"/k", &any) else {
+                panic!("a cached record is answered at once");
+            };
+            object.body().to_chunks().unwrap().concat()
+        } else {
+            runtime().block_on(read_pending(&t, b"/k")).unwrap().1
+        };
+        assert!(body == new, "the newer record is served ({cached_reads})");
+        assert_eq!(
+            t.stats().disk_objects,
+            before - 1,
+            "the older record left the index ({cached_reads})"
+        );
+    }
 }

@@ -34,16 +34,23 @@ pub(crate) fn disk_cfg(dir: &std::path::Path) -> DiskConfig {
 }
 
 pub(crate) fn tiered_in(dir: tempfile::TempDir, budget: u64, max: u64, shards: usize) -> Tiered {
-    let memory = StoreConfig {
+    let memory = memory_cfg(budget, max, shards);
+    let cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
+    open_loaded(dir, cfg)
+}
+
+pub(crate) fn memory_cfg(budget: u64, max: u64, shards: usize) -> StoreConfig {
+    StoreConfig {
         budget_bytes: budget,
         max_object_bytes: max,
         shards,
         ..StoreConfig::default()
-    };
-    let store = TieredStore::open(pool_reads(TieredConfig::new(
-        memory,
-        vec![disk_cfg(dir.path())],
-    )));
+    }
+}
+
+/// Opens `cfg` (its disks in `dir`) and waits until the first disk's index is loaded.
+pub(crate) fn open_loaded(dir: tempfile::TempDir, cfg: TieredConfig) -> Tiered {
+    let store = TieredStore::open(cfg);
     assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
     Tiered { store, dir }
 }
@@ -97,11 +104,17 @@ mod suite {
 /// Stores `key`, hits it (so it earns a disk place), then pushes it out of memory.
 pub(crate) fn demote(t: &Tiered, key: &[u8], body: &[u8]) {
     conformance::expect_stored(store_object(t, key, b"", body, 5));
+    earn_and_push_out(t, key, 0);
+}
+
+/// Hits `key`, in memory, so that it earns a disk place, then pushes it out of memory (by
+/// fillers of their own for each `round` of one key: the earlier ones may be on disk).
+pub(crate) fn earn_and_push_out(t: &Tiered, key: &[u8], round: usize) {
     expect_hit(t.lookup(key, &any));
     conformance::expect_stored(store_object(t, b"/once", b"", &pattern(100, 1), 0));
     // Fillers hit once each reach the main queue too and push the key out of it.
     for i in 0..64 {
-        let filler = format!("/filler/{key:?}/{i}");
+        let filler = format!("/filler/{key:?}/{round}/{i}");
         conformance::expect_stored(store_object(
             t,
             filler.as_bytes(),
@@ -342,9 +355,7 @@ fn close_writes_bench() {
         ..StoreConfig::default()
     };
     let disk = DiskConfig::new(dir.path(), 1 << 30);
-    let store = TieredStore::<Meta>::open(pool_reads(TieredConfig::new(memory, vec![disk])));
-    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-    let t = Tiered { store, dir };
+    let t = open_loaded(dir, pool_reads(TieredConfig::new(memory, vec![disk])));
     let body = pattern(64 << 10, 3);
     for i in 0..4096 {
         let key = format!("/bench/{i}");
@@ -372,9 +383,7 @@ fn tiered_segments(dir: tempfile::TempDir) -> Tiered {
     };
     let mut cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
     cfg.segment_body_min = 64 << 10;
-    let store = TieredStore::open(cfg);
-    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-    Tiered { store, dir }
+    open_loaded(dir, cfg)
 }
 
 /// Stores `body` under `key`, hits it, and writes it to disk by a clean shutdown; reopens.
@@ -638,15 +647,9 @@ pub(crate) fn pool_reads(cfg: TieredConfig) -> TieredConfig {
 #[test]
 fn a_cached_disk_record_is_a_hit_on_the_looking_up_thread() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = StoreConfig {
-        budget_bytes: 64 << 10,
-        max_object_bytes: 32 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
-    let store = TieredStore::<Meta>::open(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
-    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-    let t = Tiered { store, dir };
+    let memory = memory_cfg(64 << 10, 32 << 10, 1);
+    let cfg = TieredConfig::new(memory, vec![disk_cfg(dir.path())]);
+    let t = open_loaded(dir, cfg);
     let body = pattern(20_000, 3);
     demote(&t, b"/hot", &body);
     let Lookup::Hit(object) = t.lookup(b"/hot", &any) else {
@@ -705,9 +708,7 @@ fn open_for_segment_bodies(dir: tempfile::TempDir, remembered: usize) -> Tiered 
         max_segment_bodies: remembered,
         ..TieredConfig::new(memory, vec![disk_cfg(dir.path())])
     };
-    let store = TieredStore::<Meta>::open(cfg);
-    assert!(store.disks()[0].wait_loaded(Duration::from_secs(10)));
-    Tiered { store, dir }
+    open_loaded(dir, cfg)
 }
 
 /// Closes `t` (writing what memory earned, checkpointing) and opens its disk again.

@@ -460,6 +460,14 @@ impl DiskEngine {
         self.read_records(primary, hash, locs, segment_from, true)
     }
 
+    /// Drops a record of a key that a newer record of the same key supersedes from the
+    /// index: lookups stop reading it, and reclaiming its segment does not copy it forward.
+    pub(crate) fn drop_superseded(&self, rec: &DiskRecord) {
+        self.shared
+            .index
+            .remove_exact(rec.hash, rec.seg, rec.offset);
+    }
+
     /// Notes that the record's body passed its chunk checksums (see `index.rs`, `VERIFIED`).
     pub(crate) fn mark_verified(&self, hash: u64, seg: u32, offset: u64) {
         self.shared.index.mark_verified(hash, seg, offset);

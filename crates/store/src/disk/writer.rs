@@ -254,8 +254,9 @@ impl Writer {
 
     /// Appends a demoted object's record, within the write budget. An unearned one only if
     /// its key has no record yet (one copy is enough: a copy written by `Admission::Fill`
-    /// may have been placed while the object was fetched again, and a second record is a
-    /// second index entry every later lookup reads); by `Admission::Fill` only into room
+    /// may have been placed while the object was fetched again, and a second record is
+    /// written for nothing, and read once by the key's next lookup, which drops the older:
+    /// `tiered/disk_read.rs`, `newest_usable`); by `Admission::Fill` only into room
     /// that needs no reclaim, and within the first half of the day's budget, so that
     /// earned objects keep the rest. Skipping those is the admission rule, not counted.
     fn write_object(
