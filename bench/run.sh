@@ -272,6 +272,7 @@ for t in sepia sepia-base; do
 done
 meta note "Each target runs with one worker on CPU 1 and a cache of $CACHE_MB MiB: haproxy nbthread 1, cache total-max-size; Traffic Server one ET_NET thread (exec_thread.limit 1), RAM cache of that size over a disk cache twice that (at least 256 MiB); nginx worker_processes 1, proxy_cache max_size; varnish default thread pools, malloc, timeout_idle 300 s; squid -N (one process), cache_mem; Sepia workers = 1, cache memory, access log off."
 [[ " ${ACTIVE[*]} " == *" ceiling "* ]] && meta note "ceiling is not a proxy: bench/tools/ceiling.c (epoll, one pre-built 1 KiB response per request head, no parsing), run on the hit-1k cases only; it is never the \"best peer\"."
+[[ " ${ACTIVE[*]} " == *" relay "* ]] && meta note "relay is not a proxy: bench/tools/relay.c (epoll, each client's bytes passed to a keep-alive origin connection of its own and back, no parsing), run on the miss and no-store cases only; it is never the \"best peer\"."
 if [[ " ${ACTIVE[*]} " == *" sepia-base "* ]]; then
     meta note "A/B: sepia-base is a second Sepia build ($SEPIA_BASE_LABEL) started exactly like sepia (same config template bench/peers/sepia.toml, its own port and run directory, the same pinning and cases), interleaved with the other targets in every repetition. It is not counted as a peer: \"best peer\" excludes it."
 fi

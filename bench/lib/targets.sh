@@ -9,8 +9,12 @@
 # ceiling is not a proxy: tools/ceiling.c, a few dozen lines of epoll answering every request
 # head with one pre-built 1 KiB response, the floor under any server's cost per keep-alive hit
 # on this kernel. It runs the hit-1k cases only (`target_runs`) and is never a "best peer".
+#
+# relay is not a proxy either: tools/relay.c, epoll passing bytes between each client and a
+# keep-alive origin connection of its own, no parsing: the floor under any proxy's cost per
+# miss or pass-through request on this kernel. It runs the miss and no-store cases only.
 
-ALL_TARGETS=(sepia haproxy ats nginx varnish squid ceiling)
+ALL_TARGETS=(sepia haproxy ats nginx varnish squid ceiling relay)
 CACHE_MB=${CACHE_MB:-1024}
 SEPIA_BASE_BIN=${SEPIA_BASE_BIN:-}
 declare -A TPID TPORT
@@ -19,7 +23,7 @@ declare -A SIZE_BYTES=([160]=160 [1k]=1024 [4k]=4096 [64k]=65536 [1m]=1048576)
 
 # Ports in a fixed order, whatever ALL_TARGETS holds: sepia-base comes after every other
 # target, so an A/B run moves no one else's port.
-PORT_ORDER=(sepia haproxy ats nginx varnish squid sepia-base ceiling)
+PORT_ORDER=(sepia haproxy ats nginx varnish squid sepia-base ceiling relay)
 
 assign_ports() {
     local i=1 t
@@ -45,6 +49,7 @@ target_version() {
         varnish) varnishd -V 2>&1 | head -1 | sed 's/^varnishd (\(.*\) revision.*/\1/' ;;
         squid) squid -v 2> /dev/null | head -1 ;;
         ceiling) echo "bench/tools/ceiling.c, $(cc --version | head -1)" ;;
+        relay) echo "bench/tools/relay.c, $(cc --version | head -1)" ;;
     esac
 }
 
@@ -161,10 +166,25 @@ start_ceiling() {
     launch "$TARGET_CPU" "$dir/stderr.log" "$dir/ceiling" "${TPORT[ceiling]}"
 }
 
+# relay: built from source at each start (cc -O2), one thread on CPU 1 like every target.
+start_relay() {
+    local dir="$RUN/relay"
+    mkdir -p "$dir"
+    cc -O2 -o "$dir/relay" "$TOOLS/relay.c" 2> "$dir/build.log" \
+        || { FAIL_REASON="cc failed: $(tail -c 300 "$dir/build.log")"; return 1; }
+    START_CMD="$dir/relay ${TPORT[relay]} $ORIGIN_PORT"
+    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/relay" "${TPORT[relay]}" "$ORIGIN_PORT"
+}
+
 # target_runs TARGET CASE: whether TARGET takes part in CASE (the ceiling server answers one
-# 1 KiB response to everything, so it runs only the 1 KiB keep-alive hit cases).
+# 1 KiB response to everything, so it runs only the 1 KiB keep-alive hit cases; the relay
+# caches nothing, so it runs only the cases where every request reaches the origin).
 target_runs() {
-    [[ $1 != ceiling || $2 == hit-1k-* ]]
+    case $1 in
+        ceiling) [[ $2 == hit-1k-* ]] ;;
+        relay) [[ $2 == miss-* || $2 == nostore-* ]] ;;
+        *) true ;;
+    esac
 }
 
 # start_target NAME: start, wait until it serves the 1 KiB object, pin every thread to CPU 1.

@@ -3,12 +3,16 @@
 
     bench/tools/miss_anatomy.py --sepia-bin target/release/sepia [--also NAME=BIN ...]
                                 [--reps 3] [--duration 5] [--port-base 19000]
-                                [--syscalls] [--fresh] [--hog NICE]
+                                [--syscalls] [--fresh] [--hog NICE] [--relay] [--nostore]
+                                [--cache-mb 64]
 
 Starts the benchmark origin (nginx, CPU 0), each Sepia build and haproxy (CPU 1, configs from
 bench/peers/), then runs `wrk -t1 -c100` with bench/tools/miss.lua against each in turn,
 interleaved (--fresh: each target restarted before each of its runs, so that every run
-measures a cache filling from empty, as the miss case of run.sh does), and prints per request: the proxy's CPU-µs, voluntary context switches (its
+measures a cache filling from empty, as the miss case of run.sh does; --relay: also
+tools/relay.c, the floor under any proxy's miss; --nostore: every request for the origin's
+no-store page /ns/page instead of new URLs), and prints per request: the proxy's CPU-µs (and
+its user and system shares), voluntary context switches (its
 sleeps) and page faults; the origin's and wrk's CPU-µs and sleeps; CPU idle shares; the
 rescheduling (RES) and function-call (CAL) IPIs each CPU received; TCP segments sent; with
 --syscalls (needs perf), the proxy's epoll_wait, recvfrom and send calls (sendto, writev) and the
@@ -49,15 +53,16 @@ def perf_counts(path):
 
 
 def proc_stat(pid):
-    """(CPU seconds, voluntary switches, minor faults) over the process tree."""
+    """(CPU seconds, voluntary switches, minor faults, user CPU seconds) over the process tree."""
     pids = tree(pid)
     # after "pid (comm) ": minflt is field 7 (as in proc.py's utime=11, stime=12)
     flt = sum(int(stat_fields(p)[7]) for p in pids)
+    user = sum(int(stat_fields(p)[11]) for p in pids) / CLK_TCK
     vol = 0
     for p in pids:
         for t in glob.glob(f"/proc/{p}/task/*/status"):
             vol += int(re.search(r"\nvoluntary_ctxt_switches:\s+(\d+)", open(t).read()).group(1))
-    return cpu_seconds(pids), vol, flt
+    return cpu_seconds(pids), vol, flt, user
 
 
 def system_stat():
@@ -90,6 +95,11 @@ def main():
                     help="restart each target before each of its runs (a cache filling from empty)")
     ap.add_argument("--hog", type=int, metavar="NICE",
                     help="a busy loop at this nice level on CPU 0 (the load generator's core)")
+    ap.add_argument("--cache-mb", type=int, default=64, help="each proxy's cache budget (MiB)")
+    ap.add_argument("--relay", action="store_true",
+                    help="also tools/relay.c (bytes passed to the origin and back, no parsing)")
+    ap.add_argument("--nostore", action="store_true",
+                    help="request the origin's no-store page (pass-through) instead of new URLs")
     a = ap.parse_args()
     if a.syscalls and not shutil.which("perf"):
         raise SystemExit("--syscalls needs perf (apt-get install linux-perf)")
@@ -104,7 +114,8 @@ def main():
     def render(src, dst, port, name=""):
         text = open(src).read()
         for k, v in (("@RUN@", run), ("@PORT@", str(port)), ("@ORIGIN_PORT@", str(origin_port)),
-                     ("@ORIGIN@", str(origin_port)), ("@NAME@", name)):
+                     ("@ORIGIN@", str(origin_port)), ("@NAME@", name),
+                     ("@CACHE_MB@", str(a.cache_mb))):
             text = text.replace(k, v)
         open(dst, "w").write(text)
 
@@ -144,6 +155,10 @@ def main():
         os.makedirs(f"{run}/haproxy")
         render(f"{BENCH}/peers/haproxy.cfg", f"{run}/haproxy/haproxy.cfg", port)
         commands["haproxy"] = (["haproxy", "-db", "-f", f"{run}/haproxy/haproxy.cfg"], None, port)
+        if a.relay:
+            port += 1
+            subprocess.run(["cc", "-O2", "-o", f"{run}/relay", f"{BENCH}/tools/relay.c"], check=True)
+            commands["relay"] = ([f"{run}/relay", str(port), str(origin_port)], None, port)
 
         def start(name):
             args, env, port = commands[name]
@@ -170,6 +185,8 @@ def main():
                 p, port = targets[name]
                 wrk = ["taskset", "-c", "0", "wrk", "-t1", "-c100", "-s", f"{BENCH}/tools/miss.lua",
                        f"http://127.0.0.1:{port}/", "--"]
+                if a.nostore:  # no script; the run's name below goes after "--", unused
+                    wrk = wrk[:5] + ["-c100", f"http://127.0.0.1:{port}/ns/page", "--"]
                 warm = wrk[:5] + ["-d1s"] + wrk[5:] + [f"warm-{rep}-{name}-{time.time()}"]
                 subprocess.run(warm, capture_output=True)
                 counting = None
@@ -194,6 +211,7 @@ def main():
                 row = {
                     "req/s": n / wall,
                     "proxy_us": (p1[0] - p0[0]) / n * 1e6,
+                    "proxy_user_us": (p1[3] - p0[3]) / n * 1e6,
                     "proxy_sleeps": (p1[1] - p0[1]) / n,
                     "proxy_faults": (p1[2] - p0[2]) / n,
                     "origin_us": (o1[0] - o0[0]) / n * 1e6,

@@ -25,6 +25,8 @@ GOOD = {"hit", "miss", "mix"}
 BASE = "sepia-base"
 # Not a proxy (tools/ceiling.c): the floor under a keep-alive hit, never a "best peer".
 CEILING = "ceiling"
+# Not a proxy (tools/relay.c): the floor under a miss or pass-through request, never a "best peer".
+RELAY = "relay"
 
 
 def read_meta(path):
@@ -199,6 +201,10 @@ def case_table(case, by_target, targets, peers, meta):
     if "sepia" in stats and CEILING in stats and stats[CEILING]["valid"]:
         line += (f"Sepia ÷ the ceiling server (tools/ceiling.c), CPU-µs/req: "
                  f"**{ratio(stats['sepia']['cpu'], stats[CEILING]['cpu'])}**\n")
+    if RELAY in stats and stats[RELAY]["valid"]:
+        floors = [f"{t} {ratio(stats[t]['cpu'], stats[RELAY]['cpu'])}"
+                  for t in stats if t not in (RELAY, CEILING) and stats[t]["valid"]]
+        line += ("÷ the relay floor (tools/relay.c), CPU-µs/req: **" + ", ".join(floors) + "**\n")
     if "sepia" in stats and BASE in stats:
         line += (("\n" if line else "") + "A/B, sepia ÷ sepia-base CPU-µs/req (median of the "
                  "repetitions' ratios, then each repetition's; lower is better): "
@@ -278,7 +284,7 @@ def main():
             records = [json.loads(line) for line in f if line.strip()]
     cases = meta.get("case", [])
     targets = [t for t in meta.get("target", []) if any(r["target"] == t for r in records)]
-    peers = [t for t in targets if t not in ("sepia", BASE, CEILING)]
+    peers = [t for t in targets if t not in ("sepia", BASE, CEILING, RELAY)]
     grouped = {}
     for r in records:
         grouped.setdefault(r["case"], {}).setdefault(r["target"], []).append(r)
