@@ -6,7 +6,9 @@
 #                         [--hit-objects N] [--hit-disk-size SIZE] [--fill-gap G] [--nginx]
 #                         [--hit-memory SIZE]
 #   bench/disk.sh cold [--sizes 4k,64k] [--hit-objects N] [--duration S] [--conns C]
-#                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches)
+#                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches;
+#                      COLD_PERF=FILE in the environment: perf record -g of Sepia's core during cold-once;
+#                      COLD_STAT=FILE: perf stat of its syscalls and context switches, COLD_STAT_EVENTS)
 #   bench/disk.sh count   [--cg-hits N] [--cg-prime N]  (callgrind: Ir per 4 KiB disk hit and memory hit)
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
@@ -27,6 +29,7 @@ TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
 ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION=
+COLD_STAT_EVENTS=${COLD_STAT_EVENTS:-raw_syscalls:sys_enter,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_write,syscalls:sys_enter_futex,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,context-switches,page-faults}
 while (($#)); do
     case $1 in
         --objects) OBJECTS=$2; shift ;;
@@ -297,7 +300,18 @@ cold_bench() {
             # Each object at most once: every hit reads the device (the JSON's requests
             # must stay below N, or the run wrapped into the page cache).
             drop_caches
+            # COLD_PERF=FILE: a `perf record -g` of Sepia's core during the first reads;
+            # COLD_STAT=FILE: `perf stat` of Sepia's syscalls and context switches instead.
+            local perf_pid=
+            if [[ -n ${COLD_PERF:-} ]]; then
+                perf record -q -g -C "$TARGET_CPU" -o "$COLD_PERF-$size-$rep" -- sleep "$DURATION" > /dev/null 2>&1 &
+                perf_pid=$!
+            elif [[ -n ${COLD_STAT:-} ]]; then
+                perf stat -e "$COLD_STAT_EVENTS" -p "$SEPIA_PID" -o "$COLD_STAT-$size-$rep" -- sleep "$DURATION" > /dev/null 2>&1 &
+                perf_pid=$!
+            fi
             WRK_SCRIPT=disk_once.lua LOG_NAME="cold-$size" one_run "cold-once-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
+            [[ -n $perf_pid ]] && wait "$perf_pid"
             # Uniform random over the N objects: the first reads warm the page cache.
             drop_caches
             one_run "cold-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
