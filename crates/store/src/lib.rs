@@ -95,6 +95,8 @@ mod tiered_admission_tests;
 #[cfg(test)]
 mod tiered_ring_tests;
 #[cfg(test)]
+mod tiered_segment_tests;
+#[cfg(test)]
 mod tiered_tests;
 
 pub use body_file::{BodyFile, FileHome};

@@ -350,6 +350,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             engines,
         });
         let for_hook = Arc::clone(&disks);
+        let bodies = Arc::new(SegmentBodies::new(cfg.max_segment_bodies));
+        let bodies_for_hook = Arc::clone(&bodies);
         let horizon = cfg.memory.budget_bytes + disk_bytes;
         let ghost = Mutex::new(DiskGhost::new(horizon));
         let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>, earned| {
@@ -363,7 +365,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 Some(hash) => hash,
                 None => disk.hash(&primary),
             };
+            // A response going to disk is newer than any disk body remembered for its key,
+            // which would otherwise be served before the index is asked (`segment_body`).
             if earned {
+                bodies_for_hook.remove(&primary);
                 disk.enqueue_write(primary, object);
                 return;
             }
@@ -381,6 +386,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .seen_again(hash, size);
+            bodies_for_hook.remove(&primary);
             if again {
                 disk.enqueue_seen_again(primary, object);
             } else {
@@ -388,7 +394,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);
-        let bodies = Arc::new(SegmentBodies::new(cfg.max_segment_bodies));
         for (i, disk) in disks.engines.iter().enumerate() {
             let bodies = Arc::clone(&bodies);
             disk.on_reclaim(Box::new(move |seg| bodies.drop_segment(i, seg)));

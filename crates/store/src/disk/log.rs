@@ -31,29 +31,14 @@ impl Writer {
         let h = format::encode(&parts, &mut self.buf);
         let encoded = self.buf.split_off(start);
         let placed = self.place(hash, h.kind, h.seq, encoded)?;
-        while let Some(mut rec) = self.reinsert.pop() {
-            let (hash, kind, seq) = self.reseq(&mut rec);
-            self.place(hash, kind, seq, rec)?;
+        while let Some(rec) = self.reinsert.pop() {
+            let h = format::Header::parse(&rec).expect("verified when taken");
+            let hash =
+                super::hash::siphash13(self.shared.key, format::split_prefix(&h, &rec).primary);
+            self.place(hash, h.kind, h.seq, rec)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
         Ok(placed)
-    }
-
-    /// Gives a re-inserted record a new sequence number (its checksum covers it).
-    fn reseq(&mut self, rec: &mut [u8]) -> (u64, u8, u64) {
-        let seq = self.seq;
-        self.seq += 1;
-        rec[8..16].copy_from_slice(&seq.to_le_bytes());
-        let h = format::Header::parse(rec).expect("verified when taken");
-        let crc =
-            crc32c::crc32c_append(crc32c::crc32c(&rec[..4]), &rec[8..h.prefix_len() as usize]);
-        rec[4..8].copy_from_slice(&crc.to_le_bytes());
-        let primary = format::split_prefix(&h, rec).primary;
-        (
-            super::hash::siphash13(self.shared.key, primary),
-            h.kind,
-            seq,
-        )
     }
 
     /// Whether the disk still has room it has never used: another segment (one for a record
@@ -122,7 +107,7 @@ impl Writer {
         if limit > capacity {
             return Ok(false);
         }
-        while self.sealed.values().sum::<u64>() + limit > capacity {
+        while self.sealed.bytes() + limit > capacity {
             self.reclaim_oldest()?;
         }
         let id = self.next_seg;
@@ -147,7 +132,7 @@ impl Writer {
     /// Drops the oldest segment; its records that were hit since written are kept for
     /// re-appending at the head (FIFO with re-insertion), the rest leave the index.
     fn reclaim_oldest(&mut self) -> io::Result<()> {
-        let Some((&id, _)) = self.sealed.iter().next() else {
+        let Some(id) = self.sealed.oldest() else {
             return Err(io::Error::other("no segment to reclaim"));
         };
         let seg = self
@@ -156,7 +141,7 @@ impl Writer {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
-        self.sealed.remove(&id);
+        self.sealed.remove(id);
         if let Some(seg) = seg {
             match segment::read_summary(&seg)? {
                 Some((entries, _)) => self.take_hot(&seg, &entries)?,
@@ -178,13 +163,24 @@ impl Writer {
         Ok(())
     }
 
+    /// Takes the hot records of a segment being reclaimed for re-appending. A re-appended
+    /// record keeps its sequence number: it is the same response, and a lookup serves the
+    /// newest record of a key by that number (`tiered/disk_read.rs`, `newest_usable`), so a
+    /// copy must never outrank a newer response written meanwhile. A hot record whose key
+    /// still has another index entry is not copied at all: records are reclaimed oldest
+    /// first, so that entry is a newer copy of the key (or, rarely, another key with the
+    /// same tag: then this one is a miss later, never a wrong answer).
     fn take_hot(&mut self, seg: &SegFile, entries: &[SummaryEntry]) -> io::Result<()> {
         let small = self.shared.cfg.segment_bytes / 2;
         for e in entries.iter().filter(|e| e.kind == KIND_OBJECT) {
             let Some(loc) = self.shared.index.remove_exact(e.hash, seg.id, e.offset) else {
                 continue;
             };
-            if !loc.hit || e.len > small || !self.budget_allows(e.len) {
+            if !loc.hit
+                || e.len > small
+                || self.shared.index.contains(e.hash)
+                || !self.budget_allows(e.len)
+            {
                 continue;
             }
             let mut rec = vec![0u8; e.len as usize];

@@ -445,3 +445,53 @@ fn a_waiting_engine_closed_first_writes_nothing() {
     let e = open(cfg(dir.path()));
     assert_eq!(check(&e, "kept"), Some(true));
 }
+
+fn put_head(e: &DiskEngine, key: &str, head: &'static str) {
+    let obj = TestObj {
+        head: Bytes::from_static(head.as_bytes()),
+        body: vec![Bytes::from(body_for(key))],
+    };
+    assert!(e.enqueue_write(Bytes::copy_from_slice(key.as_bytes()), Arc::new(obj)));
+}
+
+/// The head of `key`'s newest record (highest sequence number), and how many it has.
+fn newest_head(e: &DiskEngine, key: &str) -> (Option<Bytes>, usize) {
+    let recs = e.read_all(key.as_bytes(), u64::MAX);
+    let newest = recs.iter().max_by_key(|r| r.seq).map(|r| r.head.clone());
+    (newest, recs.len())
+}
+
+/// A record hit before a newer response of its key was written is not copied forward when
+/// its segment is reclaimed, and a copy would keep its sequence number: the newer response
+/// stays the one served. (Copies used to get a new number and outrank it.)
+#[test]
+fn a_reclaimed_hit_record_never_outranks_a_newer_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put_head(&e, "k", "v1");
+    e.sync(false);
+    let recs = e.read_all(b"k", u64::MAX); // a hit: reclaiming its segment would copy it
+    let first_seg = segment::seg_path(dir.path(), recs[0].seg);
+    for i in 0..40 {
+        put(&e, &format!("between{i}"));
+    }
+    put_head(&e, "k", "v2");
+    e.sync(false);
+    // Not read (not hit) until v1's segment is reclaimed.
+    let mut i = 0;
+    while first_seg.exists() {
+        put(&e, &format!("cold{i}"));
+        i += 1;
+        if i % 5 == 0 {
+            e.sync(false);
+        }
+        assert!(i < 2000, "v1's segment never reclaimed");
+    }
+    let (head, records) = newest_head(&e, "k");
+    assert_eq!(
+        head.as_deref(),
+        Some(&b"v2"[..]),
+        "the newer response is served"
+    );
+    assert_eq!(records, 1, "the older record was not copied forward");
+}

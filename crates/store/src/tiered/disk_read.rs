@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
+use smallvec::SmallVec;
 
 use super::Persist;
 use crate::body_file::BodyFile;
@@ -61,31 +62,29 @@ pub(super) fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
 }
 
 /// The newest of `records` (all one key's, as read from `disk`) whose metadata decodes, with
-/// that metadata. Only the newest is ever served (see "Which variant" in the parent module),
+/// that metadata. Only the newest is ever served (see "Which variant" in the parent module;
+/// a sequence number orders responses: a record copied forward by a reclaim keeps its own),
 /// so the other usable ones are dropped from the index: later lookups read one record, and
-/// reclaiming their segments does not copy them forward. A key gets a second record when
-/// it is fetched again while its first copy is being written, refreshed, or stored as
-/// another variant; measured: 4 KiB disk hits cost 1.37x a memory hit instead of 1.3x
-/// while a third of the keys had two records, each hit reading both (bench/RESULTS.md).
+/// reclaiming their segments does not copy them forward. They are dropped before a large
+/// newest body is verified: if that fails its checksum, the key misses rather than falls
+/// back to an older response. A key gets a second record when it is fetched again while
+/// its first copy is being written, refreshed, or stored as another variant; measured: 4 KiB
+/// disk hits cost 1.38x a memory hit instead of 1.27x while a quarter of the keys had two
+/// records, each hit reading both (bench/RESULTS.md, 2026-11-27, eighth stop).
 pub(super) fn newest_usable<M: Persist>(
     disk: &DiskEngine,
     records: Vec<DiskRecord>,
 ) -> Option<(M, DiskRecord)> {
-    let mut newest: Option<(M, DiskRecord)> = None;
-    for rec in records {
-        let Some(meta) = M::decode(&rec.head, &rec.meta) else {
-            continue;
-        };
-        match &newest {
-            Some((_, kept)) if kept.seq >= rec.seq => disk.drop_superseded(&rec),
-            _ => {
-                if let Some((_, older)) = newest.replace((meta, rec)) {
-                    disk.drop_superseded(&older);
-                }
-            }
-        }
+    let mut usable: SmallVec<[(M, DiskRecord); 2]> = records
+        .into_iter()
+        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
+        .collect();
+    let (newest, _) = usable.iter().enumerate().max_by_key(|(_, (_, r))| r.seq)?;
+    let kept = usable.swap_remove(newest);
+    for (_, older) in &usable {
+        disk.drop_superseded(older);
     }
-    newest
+    Some(kept)
 }
 
 /// Plays the newest usable of `key`'s `records` (as read from `disk`) into the fill, or
@@ -242,7 +241,13 @@ impl<M> SegmentBodies<M> {
     }
 
     pub(super) fn remove(&self, primary: &[u8]) {
-        self.retain(|k, _| k != primary);
+        if self.len.load(Relaxed) == 0 {
+            return;
+        }
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        if map.remove(primary).is_some() {
+            self.len.store(map.len(), Relaxed);
+        }
     }
 
     pub(super) fn drop_segment(&self, disk: usize, seg: u32) {
