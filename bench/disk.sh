@@ -304,14 +304,16 @@ cold_bench() {
             # COLD_STAT=FILE: `perf stat` of Sepia's syscalls and context switches instead.
             local perf_pid=
             if [[ -n ${COLD_PERF:-} ]]; then
-                perf record -q -g -C "$TARGET_CPU" -o "$COLD_PERF-$size-$rep" -- sleep "$DURATION" > /dev/null 2>&1 &
+                perf record -q -g -C "$TARGET_CPU" -o "$COLD_PERF-$size-$rep" -- sleep "$DURATION" > /dev/null 2> "$COLD_PERF-$size-$rep.log" &
                 perf_pid=$!
             elif [[ -n ${COLD_STAT:-} ]]; then
-                perf stat -e "$COLD_STAT_EVENTS" -p "$SEPIA_PID" -o "$COLD_STAT-$size-$rep" -- sleep "$DURATION" > /dev/null 2>&1 &
+                perf stat -e "$COLD_STAT_EVENTS" -p "$SEPIA_PID" -o "$COLD_STAT-$size-$rep" -- sleep "$DURATION" > /dev/null 2> "$COLD_STAT-$size-$rep.log" &
                 perf_pid=$!
             fi
             WRK_SCRIPT=disk_once.lua LOG_NAME="cold-$size" one_run "cold-once-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
-            [[ -n $perf_pid ]] && wait "$perf_pid"
+            if [[ -n $perf_pid ]]; then
+                wait "$perf_pid" || warn "perf exited with status $? (COLD_PERF / COLD_STAT)"
+            fi
             # Uniform random over the N objects: the first reads warm the page cache.
             drop_caches
             one_run "cold-$size" "$PORT" "$base" "$n" "$SEPIA_PID"

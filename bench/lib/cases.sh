@@ -32,6 +32,7 @@ declare -A FILLED # target -> the pid whose cache ensure_full filled
 ensure_full() {
     local t=$1 n=$((CACHE_MB * 2048)) t0=$SECONDS o0 fill_pid
     [[ ${FILLED[$t]:-} == "${TPID[$t]}" ]] && return 0
+    [[ $t == relay ]] && return 0 # no cache to fill
     pin_tree "${TPID[$t]}" "$TARGET_CPU"
     o0=$(origin_count)
     launch "$LOAD_CPU" "$RUN/out/fill.$t.${TPID[$t]}.txt" wrk -t1 -c100 -d900s \

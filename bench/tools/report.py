@@ -204,7 +204,8 @@ def case_table(case, by_target, targets, peers, meta):
     if RELAY in stats and stats[RELAY]["valid"]:
         floors = [f"{t} {ratio(stats[t]['cpu'], stats[RELAY]['cpu'])}"
                   for t in stats if t not in (RELAY, CEILING) and stats[t]["valid"]]
-        line += ("÷ the relay floor (tools/relay.c), CPU-µs/req: **" + ", ".join(floors) + "**\n")
+        if floors:
+            line += ("÷ the relay floor (tools/relay.c), CPU-µs/req: **" + ", ".join(floors) + "**\n")
     if "sepia" in stats and BASE in stats:
         line += (("\n" if line else "") + "A/B, sepia ÷ sepia-base CPU-µs/req (median of the "
                  "repetitions' ratios, then each repetition's; lower is better): "
