@@ -11,8 +11,9 @@
 # on this kernel. It runs the hit-1k cases only (`target_runs`) and is never a "best peer".
 #
 # relay is not a proxy either: tools/relay.c, epoll passing bytes between each client and a
-# keep-alive origin connection of its own, no parsing: the floor under any proxy's cost per
-# miss or pass-through request on this kernel. It runs the miss and no-store cases only.
+# keep-alive origin connection of its own, no parsing: the floor under an epoll read/write
+# proxy's cost per miss or pass-through request on this kernel. It runs the miss and no-store
+# cases only (and is not filled: it has no cache).
 
 ALL_TARGETS=(sepia haproxy ats nginx varnish squid ceiling relay)
 CACHE_MB=${CACHE_MB:-1024}

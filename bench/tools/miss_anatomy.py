@@ -10,7 +10,7 @@ Starts the benchmark origin (nginx, CPU 0), each Sepia build and haproxy (CPU 1,
 bench/peers/), then runs `wrk -t1 -c100` with bench/tools/miss.lua against each in turn,
 interleaved (--fresh: each target restarted before each of its runs, so that every run
 measures a cache filling from empty, as the miss case of run.sh does; --relay: also
-tools/relay.c, the floor under any proxy's miss; --nostore: every request for the origin's
+tools/relay.c, the floor under an epoll read/write proxy's miss; --nostore: every request for the origin's
 no-store page /ns/page instead of new URLs), and prints per request: the proxy's CPU-µs (and
 its user and system shares), voluntary context switches (its
 sleeps) and page faults; the origin's and wrk's CPU-µs and sleeps; CPU idle shares; the
