@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
-use smallvec::SmallVec;
 
 use super::Persist;
 use crate::body_file::BodyFile;
@@ -75,16 +74,19 @@ pub(super) fn newest_usable<M: Persist>(
     disk: &DiskEngine,
     records: Vec<DiskRecord>,
 ) -> Option<(M, DiskRecord)> {
-    let mut usable: SmallVec<[(M, DiskRecord); 2]> = records
+    let mut usable = records
         .into_iter()
-        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)))
-        .collect();
-    let (newest, _) = usable.iter().enumerate().max_by_key(|(_, (_, r))| r.seq)?;
-    let kept = usable.swap_remove(newest);
-    for (_, older) in &usable {
-        disk.drop_superseded(older);
+        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)));
+    let mut newest = usable.next()?;
+    for other in usable {
+        let older = if other.1.seq > newest.1.seq {
+            std::mem::replace(&mut newest, other)
+        } else {
+            other
+        };
+        disk.drop_superseded(&older.1);
     }
-    Some(kept)
+    Some(newest)
 }
 
 /// Plays the newest usable of `key`'s `records` (as read from `disk`) into the fill, or
