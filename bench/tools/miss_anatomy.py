@@ -39,7 +39,8 @@ BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What --syscalls counts in the proxy's threads: its waits for events, reads, writes (one
 # slice: sendto, several: writev) and the tasks it woke (wrk, the origin, its own threads).
 TRACEPOINTS = ["syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_recvfrom",
-               "syscalls:sys_enter_sendto", "syscalls:sys_enter_writev", "sched:sched_waking"]
+               "syscalls:sys_enter_sendto", "syscalls:sys_enter_writev", "sched:sched_waking",
+               "raw_syscalls:sys_enter"]
 
 
 def perf_counts(path):
@@ -48,7 +49,8 @@ def perf_counts(path):
     for line in open(path):
         f = line.strip().split(",")
         if len(f) > 2 and f[2] in TRACEPOINTS and f[0].isdigit():
-            counts[f[2].split(":")[1].removeprefix("sys_enter_")] = int(f[0])
+            name = f[2].split(":")[1]
+            counts["all_syscalls" if name == "sys_enter" else name.removeprefix("sys_enter_")] = int(f[0])
     return counts
 
 
