@@ -167,20 +167,19 @@ impl Writer {
     /// record keeps its sequence number: it is the same response, and a lookup serves the
     /// newest record of a key by that number (`tiered/disk_read.rs`, `newest_usable`), so a
     /// copy must never outrank a newer response written meanwhile. A hot record whose key
-    /// still has another index entry is not copied at all: records are reclaimed oldest
-    /// first, so that entry is a newer copy of the key (or, rarely, another key with the
-    /// same tag: then this one is a miss later, never a wrong answer).
+    /// still has another record (indexed, or placed in the buffer and about to be) is not
+    /// copied at all: records are reclaimed oldest first and never copied past a newer one,
+    /// so that record is a newer response of the key (or, rarely, another key with the
+    /// same tag: then this one is a miss later, never a wrong answer). Without that, a copy
+    /// kept alive by its hits would outlive a newer record never read, dropped at its own
+    /// reclaim.
     fn take_hot(&mut self, seg: &SegFile, entries: &[SummaryEntry]) -> io::Result<()> {
         let small = self.shared.cfg.segment_bytes / 2;
         for e in entries.iter().filter(|e| e.kind == KIND_OBJECT) {
             let Some(loc) = self.shared.index.remove_exact(e.hash, seg.id, e.offset) else {
                 continue;
             };
-            if !loc.hit
-                || e.len > small
-                || self.shared.index.contains(e.hash)
-                || !self.budget_allows(e.len)
-            {
+            if !loc.hit || e.len > small || self.has_record(e.hash) || !self.budget_allows(e.len) {
                 continue;
             }
             let mut rec = vec![0u8; e.len as usize];

@@ -295,9 +295,7 @@ impl Writer {
         object: &dyn Demoted,
         admit: Admit,
     ) -> io::Result<()> {
-        let has_record =
-            |w: &Self| w.shared.index.contains(hash) || w.pending.iter().any(|(h, _)| *h == hash);
-        if admit != Admit::Earned && has_record(self) {
+        if admit != Admit::Earned && self.has_record(hash) {
             return Ok(());
         }
         let mut meta = Vec::new();
@@ -389,6 +387,12 @@ impl Writer {
     }
 
     /// Bytes of segments on disk: the sealed ones, and the one being written counted whole.
+    /// Whether a record of the key of `hash` is indexed, or placed and about to be (its
+    /// tag's, as the index matches).
+    pub(super) fn has_record(&self, hash: u64) -> bool {
+        self.shared.index.contains(hash) || self.pending.iter().any(|(h, _)| *h == hash)
+    }
+
     pub(super) fn held_bytes(&self) -> u64 {
         let active = self.active.as_ref().map_or(0, |a| a.limit);
         self.sealed.bytes() + active
