@@ -350,8 +350,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             engines,
         });
         let for_hook = Arc::clone(&disks);
-        let bodies = Arc::new(SegmentBodies::new(cfg.max_segment_bodies));
-        let bodies_for_hook = Arc::clone(&bodies);
         let horizon = cfg.memory.budget_bytes + disk_bytes;
         let ghost = Mutex::new(DiskGhost::new(horizon));
         let hook: EvictHook<M> = Arc::new(move |primary: Bytes, object: Arc<Object<M>>, earned| {
@@ -365,10 +363,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 Some(hash) => hash,
                 None => disk.hash(&primary),
             };
-            // A response going to disk is newer than any disk body remembered for its key,
-            // which would otherwise be served before the index is asked (`segment_body`).
             if earned {
-                bodies_for_hook.remove(&primary);
                 disk.enqueue_write(primary, object);
                 return;
             }
@@ -386,7 +381,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .seen_again(hash, size);
-            bodies_for_hook.remove(&primary);
             if again {
                 disk.enqueue_seen_again(primary, object);
             } else {
@@ -394,6 +388,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             }
         });
         let hook = (!disks.engines.is_empty()).then_some(hook);
+        let bodies = Arc::new(SegmentBodies::new(cfg.max_segment_bodies));
         for (i, disk) in disks.engines.iter().enumerate() {
             let bodies = Arc::clone(&bodies);
             disk.on_reclaim(Box::new(move |seg| bodies.drop_segment(i, seg)));
@@ -653,14 +648,18 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// lookup then reads the body on a read thread instead, which brings it into the page
     /// cache; a lookup that may not read (ranges, HEAD, `only-if-cached`) misses. Its first
     /// read went past the page cache (`read_uncached_at`), so that is common until the
-    /// body's second full read, and the pages of any body can be evicted under us.
+    /// body's second full read, and the pages of any body can be evicted under us. Only
+    /// while the disk index holds exactly that record for the key: a newer response written
+    /// to disk since (or a purge) makes it forgotten, and the lookup asks the index.
     fn segment_body(
         &self,
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
     ) -> Option<Arc<Object<M>>> {
-        let (disk, object) = self.bodies.get(primary, select)?;
-        if self.disks.engines[disk].failed() {
+        let (at, object) = self.bodies.get(primary, select)?;
+        let disk = &self.disks.engines[at.disk];
+        let locs = disk.locate(at.hash);
+        if !matches!(&locs[..], [only] if only.seg == at.seg && only.offset == at.offset) {
             self.bodies.remove(primary);
             return None;
         }

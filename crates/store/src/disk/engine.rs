@@ -460,8 +460,9 @@ impl DiskEngine {
         self.read_records(primary, hash, locs, segment_from, true)
     }
 
-    /// Drops a record of a key that a newer record of the same key supersedes from the
-    /// index: lookups stop reading it, and reclaiming its segment does not copy it forward.
+    /// Drops a record that no lookup will serve (a newer record of the same key supersedes
+    /// it, or its metadata does not decode) from the index: lookups stop reading it, and
+    /// reclaiming its segment does not copy it forward.
     pub(crate) fn drop_superseded(&self, rec: &DiskRecord) {
         self.shared
             .index
@@ -586,6 +587,9 @@ impl DiskEngine {
 
     /// Flushes the write buffer and, with `checkpoint`, writes the index checkpoint; waits.
     pub fn sync(&self, checkpoint: bool) {
+        if self.writer_gone() {
+            return;
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.shared
             .lock_queue()
@@ -630,6 +634,9 @@ impl DiskEngine {
             .close_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if self.writer_gone() {
+            return;
+        }
         if self.shared.closed.swap(true, Relaxed) {
             // Closed before: only what came since (tombstones) needs flushing.
             self.sync(false);
@@ -639,6 +646,16 @@ impl DiskEngine {
         self.shared.lock_queue().cmds.push_back(Cmd::Close(tx));
         self.shared.wake.notify_one();
         let _ = rx.recv_timeout(Duration::from_secs(60));
+    }
+
+    /// Whether the writer thread was stopped (its handle taken by `shutdown`, or by a test's
+    /// `crash`): nobody would answer a command, so `close` and `sync` return at once rather
+    /// than wait out their timeouts (60 and 30 s).
+    fn writer_gone(&self) -> bool {
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
     }
 
     /// Closes, then stops the writer thread.

@@ -22,7 +22,10 @@ impl Active {
 
 impl Writer {
     /// Encodes a record into the buffer, rotating segments as needed, then re-appends any
-    /// hot records that a reclaim took out. False when the record could not be placed (larger
+    /// hot records that a reclaim took out, unless their key now has another record: the
+    /// reclaim runs while this record is being placed, before it is indexed or pending, so
+    /// `take_hot` cannot see it, and a copy of an older response of its key placed after it
+    /// could outlive it (see `take_hot`). False when the record could not be placed (larger
     /// than the disk).
     pub(super) fn append(&mut self, hash: u64, mut parts: RecordParts<'_>) -> io::Result<bool> {
         parts.seq = self.seq;
@@ -35,6 +38,9 @@ impl Writer {
             let h = format::Header::parse(&rec).expect("verified when taken");
             let hash =
                 super::hash::siphash13(self.shared.key, format::split_prefix(&h, &rec).primary);
+            if self.has_record(hash) {
+                continue;
+            }
             self.place(hash, h.kind, h.seq, rec)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
@@ -167,12 +173,12 @@ impl Writer {
     /// record keeps its sequence number: it is the same response, and a lookup serves the
     /// newest record of a key by that number (`tiered/disk_read.rs`, `newest_usable`), so a
     /// copy must never outrank a newer response written meanwhile. A hot record whose key
-    /// still has another record (indexed, or placed in the buffer and about to be) is not
-    /// copied at all: records are reclaimed oldest first and never copied past a newer one,
-    /// so that record is a newer response of the key (or, rarely, another key with the
-    /// same tag: then this one is a miss later, never a wrong answer). Without that, a copy
-    /// kept alive by its hits would outlive a newer record never read, dropped at its own
-    /// reclaim.
+    /// still has another record is not copied at all (checked here, and again in `append`
+    /// for the record whose placement caused the reclaim): records are reclaimed oldest
+    /// first and never copied past a newer one, so that record is a newer response of the
+    /// key (or, rarely, another key with the same tag: then this one is a miss later, never
+    /// a wrong answer). Without that, a copy kept alive by its hits would outlive a newer
+    /// record never read, dropped at its own reclaim.
     fn take_hot(&mut self, seg: &SegFile, entries: &[SummaryEntry]) -> io::Result<()> {
         let small = self.shared.cfg.segment_bytes / 2;
         for e in entries.iter().filter(|e| e.kind == KIND_OBJECT) {

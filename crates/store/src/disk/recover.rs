@@ -297,11 +297,13 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     let segments_ms = started.elapsed().as_secs_f64() * 1e3;
     // Entries whose segment is gone, or that a later tombstone or a purge since the start
     // removed, stay out (a purge matches by shard and tag, as `Index::remove_all`).
+    // Only tombstones after the watermark: the checkpoint holds the effect of those before it
+    // (and a record of the key written after such a tombstone, which must stay).
     let purged: std::collections::HashSet<(usize, u32)> = later
         .iter()
-        .flat_map(|(_, entries)| entries.iter())
-        .filter(|e| e.kind == KIND_TOMBSTONE)
-        .map(|e| shard_tag(e.hash))
+        .flat_map(|(id, entries)| entries.iter().map(move |e| (*id, e)))
+        .filter(|(id, e)| e.kind == KIND_TOMBSTONE && (*id != mark.0 || e.offset >= mark.1))
+        .map(|(_, e)| shard_tag(e.hash))
         .collect();
     let source = ck.map(|c| Arc::new(ShardSource::new(c, ids.clone(), purged)));
     if let Some(source) = &source {

@@ -386,13 +386,13 @@ impl Writer {
         Ok(())
     }
 
-    /// Bytes of segments on disk: the sealed ones, and the one being written counted whole.
     /// Whether a record of the key of `hash` is indexed, or placed and about to be (its
     /// tag's, as the index matches).
     pub(super) fn has_record(&self, hash: u64) -> bool {
         self.shared.index.contains(hash) || self.pending.iter().any(|(h, _)| *h == hash)
     }
 
+    /// Bytes of segments on disk: the sealed ones, and the one being written counted whole.
     pub(super) fn held_bytes(&self) -> u64 {
         let active = self.active.as_ref().map_or(0, |a| a.limit);
         self.sealed.bytes() + active
@@ -454,7 +454,7 @@ mod sealed_tests {
         let mut s = Sealed::default();
         s.insert(3, 100);
         s.insert(1, 50);
-        s.insert(3, 70); // a segment re-sealed smaller (recovery's scan of a torn tail)
+        s.insert(3, 70); // an id inserted again (recovery's `rescan_all`) replaces its size
         assert_eq!((s.bytes(), s.oldest()), (120, Some(1)));
         s.remove(1);
         s.remove(9); // not there: nothing changes

@@ -62,21 +62,31 @@ pub(super) fn fill_from_disk<M: Persist + Clone + Send + Sync + 'static>(
 
 /// The newest of `records` (all one key's, as read from `disk`) whose metadata decodes, with
 /// that metadata. Only the newest is ever served (see "Which variant" in the parent module;
-/// a sequence number orders responses: a record copied forward by a reclaim keeps its own),
-/// so the other usable ones are dropped from the index: later lookups read one record, and
-/// reclaiming their segments does not copy them forward. They are dropped before a large
-/// newest body is verified: if that fails its checksum, the key misses rather than falls
-/// back to an older response. A key gets a second record when it is fetched again while
-/// its first copy is being written, refreshed, or stored as another variant; measured: 4 KiB
-/// disk hits cost 1.38x a memory hit instead of 1.27x while a quarter of the keys had two
-/// records, each hit reading both (bench/RESULTS.md, 2026-11-27, eighth stop).
+/// sequence numbers order responses, and a record copied forward by a reclaim keeps its
+/// own), so the others leave the index, as do records whose metadata does not decode: later
+/// lookups read one record, and reclaiming their segments does not copy them forward. They
+/// leave before a large newest body is verified: if that fails its checksum, the key misses
+/// rather than falls back to an older response. A key gets a second record when it is
+/// fetched again while its first copy is being written, refreshed, or stored as another
+/// variant; measured: 4 KiB disk hits cost 1.38x a memory hit instead of 1.27x while a
+/// quarter of the keys had two records, each hit reading both (bench/RESULTS.md,
+/// 2026-11-27, eighth stop).
 pub(super) fn newest_usable<M: Persist>(
     disk: &DiskEngine,
     records: Vec<DiskRecord>,
 ) -> Option<(M, DiskRecord)> {
     let mut usable = records
         .into_iter()
-        .filter_map(|r| M::decode(&r.head, &r.meta).map(|m| (m, r)));
+        .filter_map(|r| match M::decode(&r.head, &r.meta) {
+            Some(meta) => Some((meta, r)),
+            // Never served by this build (another metadata format): read by every lookup of
+            // the key, and its index entry would keep a servable record from being copied
+            // forward at a reclaim (`take_hot`), so it goes.
+            None => {
+                disk.drop_superseded(&r);
+                None
+            }
+        });
     let mut newest = usable.next()?;
     for other in usable {
         let older = if other.1.seq > newest.1.seq {
@@ -150,8 +160,12 @@ pub(super) fn fill_from_records<M: Persist + Clone + Send + Sync + 'static>(
     to.bodies.insert(
         key.clone(),
         SegmentBody {
-            disk: to.disk_index,
-            seg: rec.seg,
+            at: BodyAt {
+                disk: to.disk_index,
+                seg: rec.seg,
+                offset: rec.offset,
+                hash: rec.hash,
+            },
             object: Arc::new(object),
         },
     );
@@ -171,9 +185,18 @@ pub(super) struct SegmentBodies<M> {
 }
 
 pub(super) struct SegmentBody<M> {
-    disk: usize,
-    seg: u32,
+    at: BodyAt,
     object: Arc<Object<M>>,
+}
+
+/// Where a remembered body's record is: its disk (by index), segment and offset, and the
+/// disk's hash of its key, to check that the index still holds exactly that record.
+#[derive(Clone, Copy)]
+pub(super) struct BodyAt {
+    pub(super) disk: usize,
+    pub(super) seg: u32,
+    pub(super) offset: u64,
+    pub(super) hash: u64,
 }
 
 impl<M> SegmentBodies<M> {
@@ -189,13 +212,13 @@ impl<M> SegmentBodies<M> {
         &self,
         primary: &[u8],
         select: &dyn Fn(&Object<M>) -> bool,
-    ) -> Option<(usize, Arc<Object<M>>)> {
+    ) -> Option<(BodyAt, Arc<Object<M>>)> {
         if self.len.load(Relaxed) == 0 {
             return None;
         }
         let map = self.map.read().unwrap_or_else(PoisonError::into_inner);
         let b = map.get(primary)?;
-        select(&b.object).then(|| (b.disk, Arc::clone(&b.object)))
+        select(&b.object).then(|| (b.at, Arc::clone(&b.object)))
     }
 
     pub(super) fn insert(&self, primary: Bytes, body: SegmentBody<M>) {
@@ -253,6 +276,6 @@ impl<M> SegmentBodies<M> {
     }
 
     pub(super) fn drop_segment(&self, disk: usize, seg: u32) {
-        self.retain(|_, b| !(b.disk == disk && b.seg == seg));
+        self.retain(|_, b| !(b.at.disk == disk && b.at.seg == seg));
     }
 }
