@@ -650,7 +650,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     /// read went past the page cache (`read_uncached_at`), so that is common until the
     /// body's second full read, and the pages of any body can be evicted under us. Only
     /// while the disk index holds exactly that record for the key: a newer response written
-    /// to disk since (or a purge) makes it forgotten, and the lookup asks the index.
+    /// to disk since (or a purge) makes it forgotten, and the lookup asks the index (as does
+    /// every lookup of a key whose index tag another key shares: rare, and only slower).
     fn segment_body(
         &self,
         primary: &[u8],
@@ -660,7 +661,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let disk = &self.disks.engines[at.disk];
         let locs = disk.locate(at.hash);
         if !matches!(&locs[..], [only] if only.seg == at.seg && only.offset == at.offset) {
-            self.bodies.remove(primary);
+            self.bodies.forget_at(primary, at);
             return None;
         }
         if matches!(object.body(), Body::File(f) if !f.resident()) {

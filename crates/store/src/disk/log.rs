@@ -39,6 +39,7 @@ impl Writer {
             let hash =
                 super::hash::siphash13(self.shared.key, format::split_prefix(&h, &rec).primary);
             if self.has_record(hash) {
+                self.budget_refund(rec.len() as u64);
                 continue;
             }
             self.place(hash, h.kind, h.seq, rec)?;

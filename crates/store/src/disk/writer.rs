@@ -358,6 +358,11 @@ impl Writer {
         self.within_budget(size, 1)
     }
 
+    /// Gives back `size` bytes taken from the day's budget for a write not made.
+    pub(super) fn budget_refund(&mut self, size: u64) {
+        self.budget_window.1 = self.budget_window.1.saturating_sub(size);
+    }
+
     /// Takes `size` bytes from the day's write budget if that keeps the day's writes within
     /// `1 / share` of it.
     fn within_budget(&mut self, size: u64, share: u64) -> bool {

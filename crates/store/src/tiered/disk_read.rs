@@ -81,7 +81,8 @@ pub(super) fn newest_usable<M: Persist>(
             Some(meta) => Some((meta, r)),
             // Never served by this build (another metadata format): read by every lookup of
             // the key, and its index entry would keep a servable record from being copied
-            // forward at a reclaim (`take_hot`), so it goes.
+            // forward at a reclaim (`take_hot`), so it goes. (After a rollback to an older
+            // build, records of a newer format go this way, for good once checkpointed.)
             None => {
                 disk.drop_superseded(&r);
                 None
@@ -176,7 +177,8 @@ pub(super) fn fill_from_records<M: Persist + Clone + Send + Sync + 'static>(
 
 /// Large disk bodies served from their segment files, by primary key (one variant each,
 /// the newest on disk), at most `cap`; forgotten when their segment is reclaimed, their key
-/// purged or their disk failed.
+/// purged, their disk failed, or a lookup finds the index holding anything but exactly
+/// their record (`TieredStore::segment_body`).
 pub(super) struct SegmentBodies<M> {
     map: RwLock<HashMap<Bytes, SegmentBody<M>>>,
     /// `map.len()`, read without the lock: lookups skip the map while it is empty.
@@ -271,6 +273,19 @@ impl<M> SegmentBodies<M> {
         }
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
         if map.remove(primary).is_some() {
+            self.len.store(map.len(), Relaxed);
+        }
+    }
+
+    /// Forgets `primary`'s body if it is still the one at `at` (not one a fill remembered
+    /// since).
+    pub(super) fn forget_at(&self, primary: &[u8], at: BodyAt) {
+        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
+        let same = map
+            .get(primary)
+            .is_some_and(|b| (b.at.disk, b.at.seg, b.at.offset) == (at.disk, at.seg, at.offset));
+        if same {
+            map.remove(primary);
             self.len.store(map.len(), Relaxed);
         }
     }
