@@ -157,25 +157,20 @@ start_ats() {
     launch "$TARGET_CPU" "$dir/stderr.log" traffic_server --run-root="$dir/runroot.yaml"
 }
 
-# ceiling: built from source at each start (cc -O2), one thread on CPU 1 like every target.
-start_ceiling() {
-    local dir="$RUN/ceiling"
+# start_c_tool NAME ARGS...: bench/tools/NAME.c built at each start (cc -O2) and run with ARGS,
+# one thread on CPU 1 like every target (the ceiling server and the relay).
+start_c_tool() {
+    local name=$1 dir="$RUN/$1"
+    shift
     mkdir -p "$dir"
-    cc -O2 -o "$dir/ceiling" "$TOOLS/ceiling.c" 2> "$dir/build.log" \
+    cc -O2 -o "$dir/$name" "$TOOLS/$name.c" 2> "$dir/build.log" \
         || { FAIL_REASON="cc failed: $(tail -c 300 "$dir/build.log")"; return 1; }
-    START_CMD="$dir/ceiling ${TPORT[ceiling]}"
-    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/ceiling" "${TPORT[ceiling]}"
+    START_CMD="$dir/$name $*"
+    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/$name" "$@"
 }
 
-# relay: built from source at each start (cc -O2), one thread on CPU 1 like every target.
-start_relay() {
-    local dir="$RUN/relay"
-    mkdir -p "$dir"
-    cc -O2 -o "$dir/relay" "$TOOLS/relay.c" 2> "$dir/build.log" \
-        || { FAIL_REASON="cc failed: $(tail -c 300 "$dir/build.log")"; return 1; }
-    START_CMD="$dir/relay ${TPORT[relay]} $ORIGIN_PORT"
-    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/relay" "${TPORT[relay]}" "$ORIGIN_PORT"
-}
+start_ceiling() { start_c_tool ceiling "${TPORT[ceiling]}"; }
+start_relay() { start_c_tool relay "${TPORT[relay]}" "$ORIGIN_PORT"; }
 
 # target_runs TARGET CASE: whether TARGET takes part in CASE (the ceiling server answers one
 # 1 KiB response to everything, so it runs only the 1 KiB keep-alive hit cases; the relay

@@ -358,24 +358,30 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             };
             // An object read from the disk (or written to it) knows the disk's hash of its
             // key: a promoted object evicted again costs no second hash of the key.
-            let hash = match object.on_disk() {
-                Some(hash) if disk.maybe_has(hash) => return,
-                Some(hash) => hash,
-                None => disk.hash(&primary),
+            let (hash, was_on_disk) = match object.on_disk() {
+                Some(hash) => (hash, true),
+                None => (disk.hash(&primary), false),
             };
+            // An earned response fetched from the origin is written whatever the disk holds
+            // (it may be newer): no index probe.
+            if earned && !was_on_disk {
+                disk.enqueue_write(primary, object);
+                return;
+            }
+            // The key on disk: the disk copy is this object, or (unearned) one copy is
+            // enough. (A copy written by `Admission::Fill` may have landed while this one was
+            // fetched again: a second record would be written for nothing, and read once
+            // more by the key's next lookup, which drops the older one from the index.)
+            if disk.maybe_has(hash) {
+                return;
+            }
             if earned {
                 disk.enqueue_write(primary, object);
                 return;
             }
-            // Unearned and its key already on disk: one copy is enough. (A copy written by
-            // `Admission::Fill` may have landed while this one was fetched again: a second
-            // record would be written for nothing, and read once more by the key's next
-            // lookup, which drops the older one from the index.) Otherwise written
-            // if it left memory unearned once before, within about the disks' horizon (see
-            // `disk_ghost.rs`), or into room the disk has never used (`Admission::Fill`).
-            if disk.maybe_has(hash) {
-                return;
-            }
+            // Unearned: written if it left memory unearned once before, within about the
+            // disks' horizon (see `disk_ghost.rs`), or into room the disk has never used
+            // (`Admission::Fill`).
             let size = object.head().len() as u64 + object.body_len();
             let again = ghost
                 .lock()

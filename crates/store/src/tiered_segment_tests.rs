@@ -7,17 +7,12 @@ use std::sync::Arc;
 use crate::conformance::{
     self, any, expect_hit, expect_miss, pattern, runtime, store_object, Meta,
 };
-use crate::tiered_tests::{disk_cfg, open_loaded, pool_reads, read_pending, Tiered};
-use crate::{FillError, Lookup, Object, Store, StoreConfig, TieredConfig};
+use crate::tiered_tests::{disk_cfg, memory_cfg, open_loaded, pool_reads, read_pending, Tiered};
+use crate::{FillError, Lookup, Object, Store, TieredConfig};
 
 /// A store whose disk bodies of 64 KiB and more are served from their segment files.
 fn tiered_segments(dir: tempfile::TempDir) -> Tiered {
-    let memory = StoreConfig {
-        budget_bytes: 1 << 20,
-        max_object_bytes: 512 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(1 << 20, 512 << 10, 1);
     let mut cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
     cfg.segment_body_min = 64 << 10;
     open_loaded(dir, cfg)
@@ -166,12 +161,7 @@ fn memory_answers_before_the_remembered_segment_bodies() {
 /// A store of 1 MiB of memory over a disk in `dir`, bodies from 64 KiB sent from their
 /// segments, at most `remembered` of them remembered (see `SegmentBodies`).
 fn open_for_segment_bodies(dir: tempfile::TempDir, remembered: usize) -> Tiered {
-    let memory = StoreConfig {
-        budget_bytes: 1 << 20,
-        max_object_bytes: 512 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(1 << 20, 512 << 10, 1);
     let cfg = TieredConfig {
         segment_body_min: 64 << 10,
         max_segment_bodies: remembered,

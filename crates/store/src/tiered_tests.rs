@@ -323,12 +323,7 @@ fn close_is_idempotent_and_lookups_go_on_during_and_after_it() {
 #[test]
 fn close_stops_at_its_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let memory = StoreConfig {
-        budget_bytes: 4 << 20,
-        max_object_bytes: 64 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(4 << 20, 64 << 10, 1);
     let mut cfg = pool_reads(TieredConfig::new(memory, vec![disk_cfg(dir.path())]));
     cfg.close_write_limit = Duration::ZERO;
     let store = TieredStore::<Meta>::open(cfg);
@@ -348,12 +343,7 @@ fn close_stops_at_its_deadline() {
 #[ignore]
 fn close_writes_bench() {
     let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or("/tmp".into())).unwrap();
-    let memory = StoreConfig {
-        budget_bytes: 300 << 20,
-        max_object_bytes: 1 << 20,
-        shards: 16,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(300 << 20, 1 << 20, 16);
     let disk = DiskConfig::new(dir.path(), 1 << 30);
     let t = open_loaded(dir, pool_reads(TieredConfig::new(memory, vec![disk])));
     let body = pattern(64 << 10, 3);
@@ -460,12 +450,7 @@ fn an_unreadable_segment_fails_the_disk_at_open_and_memory_keeps_serving() {
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
     }
-    let memory = StoreConfig {
-        budget_bytes: 1 << 20,
-        max_object_bytes: 64 << 10,
-        shards: 1,
-        ..StoreConfig::default()
-    };
+    let memory = memory_cfg(1 << 20, 64 << 10, 1);
     let store = TieredStore::<Meta>::open(pool_reads(TieredConfig::new(
         memory,
         vec![disk_cfg(dir.path())],

@@ -463,7 +463,7 @@ impl DiskEngine {
     /// Drops a record that no lookup will serve (a newer record of the same key supersedes
     /// it, or its metadata does not decode) from the index: lookups stop reading it, and
     /// reclaiming its segment does not copy it forward.
-    pub(crate) fn drop_superseded(&self, rec: &DiskRecord) {
+    pub(crate) fn drop_unserved(&self, rec: &DiskRecord) {
         self.shared
             .index
             .remove_exact(rec.hash, rec.seg, rec.offset);

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::format::{self, RecordParts, SummaryEntry, FOOTER_LEN, KIND_OBJECT, SUMMARY_ENTRY};
 use super::index::Loc;
 use super::segment::{self, SegFile};
-use super::writer::{Active, Writer};
+use super::writer::{Active, Hot, Writer};
 
 impl Active {
     /// Whether a record of `len` bytes still fits, with its summary entry and the footer.
@@ -21,12 +21,15 @@ impl Active {
 }
 
 impl Writer {
-    /// Encodes a record into the buffer, rotating segments as needed, then re-appends any
-    /// hot records that a reclaim took out, unless their key now has another record: the
-    /// reclaim runs while this record is being placed, before it is indexed or pending, so
-    /// `take_hot` cannot see it, and a copy of an older response of its key placed after it
-    /// could outlive it (see `take_hot`). False when the record could not be placed (larger
-    /// than the disk).
+    /// Encodes a record into the buffer, rotating segments as needed, then re-appends the
+    /// hot records a reclaim took out (`take_hot`), each within the write budget and only
+    /// if its key has no other record by then. Checked here, after this record is pending,
+    /// since the reclaim ran while it was being placed: records are reclaimed oldest first
+    /// and never copied past a newer one, so another record of the key is a newer response
+    /// (or, rarely, another key with the same tag: then this one is a miss later, never a
+    /// wrong answer), and a copy kept alive by its hits would outlive it once that one,
+    /// never read, is dropped at its own reclaim. False when the record could not be
+    /// placed (larger than the disk).
     pub(super) fn append(&mut self, hash: u64, mut parts: RecordParts<'_>) -> io::Result<bool> {
         parts.seq = self.seq;
         self.seq += 1;
@@ -34,15 +37,11 @@ impl Writer {
         let h = format::encode(&parts, &mut self.buf);
         let encoded = self.buf.split_off(start);
         let placed = self.place(hash, h.kind, h.seq, encoded)?;
-        while let Some(rec) = self.reinsert.pop() {
-            let h = format::Header::parse(&rec).expect("verified when taken");
-            let hash =
-                super::hash::siphash13(self.shared.key, format::split_prefix(&h, &rec).primary);
-            if self.has_record(hash) {
-                self.budget_refund(rec.len() as u64);
+        while let Some(hot) = self.reinsert.pop() {
+            if self.has_record(hot.hash) || !self.budget_allows(hot.rec.len() as u64) {
                 continue;
             }
-            self.place(hash, h.kind, h.seq, rec)?;
+            self.place(hot.hash, KIND_OBJECT, hot.seq, hot.rec)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
         Ok(placed)
@@ -170,29 +169,28 @@ impl Writer {
         Ok(())
     }
 
-    /// Takes the hot records of a segment being reclaimed for re-appending. A re-appended
-    /// record keeps its sequence number: it is the same response, and a lookup serves the
-    /// newest record of a key by that number (`tiered/disk_read.rs`, `newest_usable`), so a
-    /// copy must never outrank a newer response written meanwhile. A hot record whose key
-    /// still has another record is not copied at all (checked here, and again in `append`
-    /// for the record whose placement caused the reclaim): records are reclaimed oldest
-    /// first and never copied past a newer one, so that record is a newer response of the
-    /// key (or, rarely, another key with the same tag: then this one is a miss later, never
-    /// a wrong answer). Without that, a copy kept alive by its hits would outlive a newer
-    /// record never read, dropped at its own reclaim.
+    /// Takes the hot records (hit since written, small) of a segment being reclaimed out of
+    /// the index, for `append` to re-append. A re-appended record keeps its sequence number:
+    /// it is the same response, and a lookup serves the newest record of a key by that
+    /// number (`tiered/disk_read.rs`, `newest_usable`), so a copy never outranks a newer
+    /// response written meanwhile.
     fn take_hot(&mut self, seg: &SegFile, entries: &[SummaryEntry]) -> io::Result<()> {
         let small = self.shared.cfg.segment_bytes / 2;
         for e in entries.iter().filter(|e| e.kind == KIND_OBJECT) {
             let Some(loc) = self.shared.index.remove_exact(e.hash, seg.id, e.offset) else {
                 continue;
             };
-            if !loc.hit || e.len > small || self.has_record(e.hash) || !self.budget_allows(e.len) {
+            if !loc.hit || e.len > small {
                 continue;
             }
             let mut rec = vec![0u8; e.len as usize];
             segment::read_at(&seg.file, &mut rec, e.offset)?;
             if format::verify_prefix(&rec).is_some() {
-                self.reinsert.push(rec);
+                self.reinsert.push(Hot {
+                    hash: e.hash,
+                    seq: e.seq,
+                    rec,
+                });
             }
         }
         Ok(())

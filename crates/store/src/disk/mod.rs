@@ -40,7 +40,8 @@
 //! visible in the index only once written. Purges log a tombstone and are written at once.
 //! When a new segment needs room the oldest is reclaimed: its records that were hit since
 //! written (one bit in the index) are re-appended at the head with their own sequence
-//! number (unless their key has a newer record), the rest leave the index. A daily write budget (optional) skips demotions beyond it.
+//! number (unless their key has a newer record), the rest leave the index. A daily write
+//! budget (optional) skips demotions beyond it.
 //!
 //! # Index
 //!

@@ -54,6 +54,14 @@ impl Sealed {
     }
 }
 
+/// A hot record taken out of a reclaimed segment (verified), with its key's hash and its
+/// sequence number as its segment's summary gave them.
+pub(super) struct Hot {
+    pub(super) hash: u64,
+    pub(super) seq: u64,
+    pub(super) rec: Vec<u8>,
+}
+
 pub(crate) struct Writer {
     pub(crate) shared: Arc<Shared>,
     pub(super) active: Option<Active>,
@@ -65,7 +73,7 @@ pub(crate) struct Writer {
     /// Sealed segments, oldest first: the FIFO.
     pub(crate) sealed: Sealed,
     /// Hot records taken out of reclaimed segments, to re-append at the head.
-    pub(super) reinsert: Vec<Vec<u8>>,
+    pub(super) reinsert: Vec<Hot>,
     pub(super) last_flush: Instant,
     last_checkpoint: Instant,
     pub(super) bytes_since_checkpoint: u64,
@@ -356,11 +364,6 @@ impl Writer {
 
     pub(super) fn budget_allows(&mut self, size: u64) -> bool {
         self.within_budget(size, 1)
-    }
-
-    /// Gives back `size` bytes taken from the day's budget for a write not made.
-    pub(super) fn budget_refund(&mut self, size: u64) {
-        self.budget_window.1 = self.budget_window.1.saturating_sub(size);
     }
 
     /// Takes `size` bytes from the day's write budget if that keeps the day's writes within

@@ -84,7 +84,7 @@ pub(super) fn newest_usable<M: Persist>(
             // forward at a reclaim (`take_hot`), so it goes. (After a rollback to an older
             // build, records of a newer format go this way, for good once checkpointed.)
             None => {
-                disk.drop_superseded(&r);
+                disk.drop_unserved(&r);
                 None
             }
         });
@@ -95,7 +95,7 @@ pub(super) fn newest_usable<M: Persist>(
         } else {
             other
         };
-        disk.drop_superseded(&older.1);
+        disk.drop_unserved(&older.1);
     }
     Some(newest)
 }
@@ -193,7 +193,7 @@ pub(super) struct SegmentBody<M> {
 
 /// Where a remembered body's record is: its disk (by index), segment and offset, and the
 /// disk's hash of its key, to check that the index still holds exactly that record.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct BodyAt {
     pub(super) disk: usize,
     pub(super) seg: u32,
@@ -281,10 +281,7 @@ impl<M> SegmentBodies<M> {
     /// since).
     pub(super) fn forget_at(&self, primary: &[u8], at: BodyAt) {
         let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        let same = map
-            .get(primary)
-            .is_some_and(|b| (b.at.disk, b.at.seg, b.at.offset) == (at.disk, at.seg, at.offset));
-        if same {
+        if map.get(primary).is_some_and(|b| b.at == at) {
             map.remove(primary);
             self.len.store(map.len(), Relaxed);
         }
