@@ -447,3 +447,55 @@ fn one_hit_objects_fill_an_empty_disk_unless_admission_is_earned() {
         }
     }
 }
+
+/// Drops the page-cache pages of every file under `dir` (clean pages go; a segment is
+/// synced once written), so that the next reads go to the device.
+fn drop_cached_pages(dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            drop_cached_pages(&path);
+        } else if let Ok(file) = std::fs::File::open(&path) {
+            let _ = file.sync_all();
+            let dont_need = nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED;
+            nix::fcntl::posix_fadvise(&file, 0, 0, dont_need).unwrap();
+        }
+    }
+}
+
+/// After a restart with the segments out of the page cache, disk hits are read through
+/// the io_uring, which the proxy's event loops drive (submitting, reaping, checking the
+/// record on the worker): every object comes back whole, from disk, without the origin.
+#[test]
+fn disk_hits_past_the_page_cache_are_read_through_the_event_loops_io_uring() {
+    let origin = Origin::start();
+    // A disk file system where there is one (tmpfs keeps its pages whatever we advise).
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let n = 300;
+    let (mut sepia, _) = start_with_admission(&origin, dir.path(), "fill");
+    let mut client = RawClient::connect(sepia.addr());
+    for id in 0..n {
+        get(&mut client, id).unwrap();
+        get(&mut client, id).unwrap();
+    }
+    assert!(sepia.terminate(Duration::from_secs(20)).is_some());
+    let fetched = origin.request_count();
+    drop_cached_pages(dir.path());
+
+    let (sepia, base) = start_with_admission(&origin, dir.path(), "fill");
+    let mut client = RawClient::connect(sepia.addr());
+    for id in 0..n {
+        get(&mut client, id).unwrap();
+    }
+    sepia.wait_for_log_lines(n as usize, Duration::from_secs(10));
+    let after = codes(&sepia);
+    assert_eq!(count(&after, "TCP_HIT"), n as usize, "{after:?}");
+    assert_eq!(origin.request_count(), fetched, "refetched");
+    let cache = cache_stats(&base);
+    if sepia.stderr().contains("io_uring\": not available") {
+        println!("SKIPPED the ring's share: io_uring refused here ({cache})");
+        return;
+    }
+    let ring = cache["disk_ring_reads"].as_u64().unwrap();
+    assert!(ring > 0, "no read went through the ring: {cache}");
+}

@@ -82,8 +82,9 @@ pub struct CacheConfig {
 pub enum DiskIo {
     /// `"threads"`: blocking reads on `disk_read_threads` threads.
     Threads,
-    /// `"io_uring"`: one thread with an io_uring, any number of reads in flight; the
-    /// threads where the kernel refuses io_uring, and for the reads the ring does not make.
+    /// `"io_uring"`: an io_uring driven by the workers' event loop, any number of reads in
+    /// flight; the threads where the kernel refuses io_uring, and for the reads the ring
+    /// does not make.
     IoUring,
 }
 

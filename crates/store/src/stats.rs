@@ -47,6 +47,9 @@ pub struct StoreStats {
     pub disk_reads: u64,
     /// Disk reads that returned a verified object of the right key.
     pub disk_hits: u64,
+    /// Of the reads from the device (not the worker's own page-cache reads), those made
+    /// through the io_uring (`cache.disk_io`): read or failed.
+    pub disk_ring_reads: u64,
     /// Records written to disk (demotions and re-insertions).
     pub disk_writes: u64,
     /// Bytes written to disk.

@@ -2,8 +2,9 @@
 //!
 //! - A lookup asks memory first. A memory miss whose key the disk index knows (and of which
 //!   memory holds no other variant) registers the fill as usual and returns
-//!   `Lookup::Pending(reader)`: the io_uring's thread or a read thread reads and verifies
-//!   the record and drives the fill's writer (head, body, finish). Finishing commits the
+//!   `Lookup::Pending(reader)`: the io_uring (completed on the event loop that drives it,
+//!   `TieredConfig::reads_on`) or a read thread reads and verifies the record and drives
+//!   the fill's writer (head, body, finish). Finishing commits the
 //!   object into memory (the same admission as any fill: S3-FIFO's small queue, or main if
 //!   its ghost is remembered), and requests collapsing on the key meanwhile share the
 //!   read. A record
@@ -161,8 +162,8 @@ pub struct TieredConfig {
     pub read_threads: usize,
     /// Disk reads waiting for a thread at most; beyond, a disk-resident key is a miss.
     pub max_queued_reads: usize,
-    /// Reads of records not in the page cache go through an io_uring (one thread, any
-    /// number in flight; `disk/ring_read.rs`) where the kernel allows it; the read threads
+    /// Reads of records not in the page cache go through an io_uring (any number in
+    /// flight, driven by `reads_on`; `disk/ring_read.rs`) where the kernel allows it; the read threads
     /// keep the reads it does not make. Falls back to the threads (logged) without it.
     /// Off in [`TieredConfig::new`] (the store's tests drive the threads); the proxy's
     /// `cache.disk_io` turns it on by default.
@@ -182,6 +183,10 @@ pub struct TieredConfig {
     /// A disk whose directory another process holds: refused, or waited for (a binary
     /// upgrade's new process; see `disk/lock.rs`).
     pub lock_wait: LockWait,
+    /// The runtime whose event loop drives the io_uring (`sepia_sys::ring::RingDriver`): reads
+    /// complete, are checked and played into their fills on its workers. `None`: a thread
+    /// of the store's does that (a store used outside a runtime).
+    pub reads_on: Option<tokio::runtime::Handle>,
 }
 
 impl TieredConfig {
@@ -198,6 +203,7 @@ impl TieredConfig {
             max_segment_bodies: 4096,
             cached_reads: true,
             lock_wait: LockWait::Fail,
+            reads_on: None,
         }
     }
 }
@@ -226,7 +232,10 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
 struct Disks {
     engines: Vec<Arc<DiskEngine>>,
     pool: ReadPool,
-    ring: Option<sepia_sys::ring::ReadRing>,
+    /// What drives the ring (declared first: it stops first), and the ring.
+    #[allow(dead_code, reason = "held for its Drop, which stops it")]
+    ring_driver: Option<sepia_sys::ring::RingDriver>,
+    ring: Option<Arc<sepia_sys::ring::ReadRing>>,
 }
 
 impl Disks {
@@ -245,15 +254,24 @@ impl Disks {
     }
 }
 
-/// The io_uring for disk reads, where configured and the kernel allows it.
-fn open_ring(cfg: &TieredConfig, any_disk: bool) -> Option<sepia_sys::ring::ReadRing> {
+/// The io_uring for disk reads and its driver, where configured and the kernel allows it.
+fn open_ring(
+    cfg: &TieredConfig,
+    any_disk: bool,
+) -> Option<(Arc<sepia_sys::ring::ReadRing>, sepia_sys::ring::RingDriver)> {
     if !cfg.io_uring || !any_disk {
         return None;
     }
     // In flight at once: as many reads as may wait for the read threads, and as many
     // bytes as 16 threads reading 4 MiB records hold.
     let depth = cfg.max_queued_reads.clamp(1, 4096) as u32;
-    match sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20) {
+    let opened = sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20)
+        .map(Arc::new)
+        .and_then(|ring| {
+            let driver = sepia_sys::ring::RingDriver::start(&ring, cfg.reads_on.as_ref())?;
+            Ok((ring, driver))
+        });
+    match opened {
         Ok(ring) => Some(ring),
         Err(e) => {
             tracing::warn!(
@@ -344,9 +362,11 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     }
 
     fn with_engines(cfg: TieredConfig, engines: Vec<Arc<DiskEngine>>, disk_bytes: u64) -> Self {
+        let (ring, ring_driver) = open_ring(&cfg, !engines.is_empty()).unzip();
         let disks = Arc::new(Disks {
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
-            ring: open_ring(&cfg, !engines.is_empty()),
+            ring,
+            ring_driver,
             engines,
         });
         let for_hook = Arc::clone(&disks);
@@ -681,6 +701,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     pub fn stats(&self) -> StoreStats {
         let mut s = self.memory.stats();
         s.disk_hits += self.segment_hits.load(Relaxed);
+        s.disk_ring_reads = self.ring_reads().unwrap_or(0);
         for d in &self.disks.engines {
             let d: DiskStats = d.stats();
             s.disk_objects += d.objects;

@@ -1,55 +1,73 @@
-//! Positional file reads through io_uring, on one thread that owns the ring, behind a safe
-//! API: a [`Read`] names a file, an offset and a length, and its `done` callback receives
-//! the bytes (or an error) on the ring's thread.
+//! Positional file reads through io_uring, behind a safe API: a [`Read`] names a file, an
+//! offset and a length, and its `done` callback receives the bytes (or an error).
 //!
 //! Why (issue 21, "a thread pool or io_uring: measure both"; bench/RESULTS.md 2026-11-27):
 //! a blocking read thread costs two context switches per read and one device
-//! notification per read; the ring keeps any number of reads in flight on one thread,
-//! submits what arrived together in one system call (one notification for a batch), and
-//! waits for them without a thread per read. Cold 4 KiB disk hits cost 26–30 CPU-µs with
-//! it against 40–55 with 16 read threads.
+//! notification per read; the ring keeps any number of reads in flight, submits what
+//! arrived together in one system call, and waits for them without a thread per read.
+//!
+//! # Who drives it
+//! [`ReadRing::submit`] hands a read to the kernel at once, on the caller's thread (one
+//! `io_uring_enter`). Completions are taken and their callbacks run by
+//! [`ReadRing::drive`], called by whoever watches the ring's descriptor
+//! ([`ReadRing::poll_fd`], readable while completions wait): a task on the proxy's event
+//! loop, or a [`ThreadDriver`] where there is none ([`RingDriver`] picks). With the
+//! event loop driving it, a read costs its worker no hand-off at all: no thread to wake
+//! for the read, none to wake the worker back, the record checked by the thread that sends
+//! it. Until 2026-11-27 the ring had its own thread: on a shared core, cold 64 KiB hits
+//! cost 54.6 CPU-µs with it against 48.7 driven by the event loop (medians of three
+//! interleaved runs), with 4.0 system calls and 0.88 context switches per hit against 2.3
+//! and 0.07 (bench/RESULTS.md, "Issue 21, ninth stop").
 //!
 //! # Soundness
 //! Queueing a read hands the kernel a raw pointer into a buffer, which it writes until the
 //! read's completion is reaped. The buffer lives in a slot of the driver (`driver.rs`) that
 //! is freed only when that completion is taken from the ring; the file is an `Arc<File>`
 //! kept in the same slot (the kernel also takes its own reference at submission). The
-//! driver never returns with reads in flight: it waits for all of them before its thread
-//! ends, and a panic while any is in flight leaks the slots instead of freeing them. The
-//! eventfd read's 8 bytes are leaked at the start and never freed. Callbacks run under
-//! `catch_unwind`, so a panicking callback does not unwind through the driver.
+//! ring is never dropped with reads in flight: its `Drop` waits for all of them, and a
+//! panic while any is in flight leaks the slots instead of freeing them. Callbacks run
+//! under `catch_unwind` and outside the ring's lock, so a callback may submit reads and a
+//! panicking one does not unwind through the ring.
 
-use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use io_uring::{opcode, IoUring, Probe};
+use tokio::sync::Notify;
 
 mod driver;
-mod queue;
+mod read;
+mod runtime;
+mod thread;
 
-pub use queue::Read;
-use queue::{complete, Queue, Shared};
+use driver::{Driver, Finished};
+use read::complete;
+pub use read::{Done, Read};
+pub use runtime::RingDriver;
+pub use thread::ThreadDriver;
 
-/// The ring and its thread. Dropping it fails the reads still queued (`Interrupted`) and
-/// waits for those in flight.
+/// The ring: reads in flight and waiting, and the lock that guards them.
 pub struct ReadRing {
-    shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    driver: Mutex<Driver>,
+    completed: AtomicU64,
     max_queued: usize,
+    /// Set by a driver on an event loop: submissions are handed to the kernel together,
+    /// once per turn of the loop, by the driver this wakes (see [`ReadRing::submit`]).
+    flush_later: OnceLock<Arc<Notify>>,
 }
 
 impl ReadRing {
     /// A ring for up to `depth` reads and `max_bytes` of buffers in flight, and a queue of
     /// up to `max_queued` more ([`ReadRing::has_room`]). Fails where io_uring or its read
     /// is unavailable (before Linux 5.6, `kernel.io_uring_disabled`, a seccomp filter).
+    /// Nothing completes until someone drives it (see "Who drives it").
     pub fn new(depth: u32, max_queued: usize, max_bytes: usize) -> io::Result<ReadRing> {
         let depth = depth.clamp(1, 4096);
-        // One entry more than the reads in flight, for the eventfd's read; completions
-        // get twice as many (the kernel's default), so the completion queue never fills.
-        let ring = IoUring::new((depth + 1).next_power_of_two())?;
+        // Completions get twice the entries (the kernel's default), so the completion
+        // queue never fills: each read in flight has at most one completion pending.
+        let ring = build(depth.next_power_of_two())?;
         // Kernels from 5.1 to 5.5 set a ring up but fail every `IORING_OP_READ`; probing
         // came with it (5.6), so a kernel without the probe has no read either.
         let mut probe = Probe::new();
@@ -60,78 +78,139 @@ impl ReadRing {
                 "io_uring without IORING_OP_READ",
             ));
         }
-        let wake = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?;
-        let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                reads: VecDeque::new(),
-                stop: false,
-                dead: false,
-            }),
-            completed: AtomicU64::new(0),
-            parked: AtomicBool::new(false),
-            wake,
-        });
-        let driver = driver::Driver::new(ring, depth as usize, max_bytes, Arc::clone(&shared));
-        let thread = std::thread::Builder::new()
-            .name("sepia-disk-ring".into())
-            .spawn(move || driver.run())?;
         Ok(ReadRing {
-            shared,
-            thread: Some(thread),
+            driver: Mutex::new(Driver::new(ring, depth as usize, max_bytes)),
+            completed: AtomicU64::new(0),
             max_queued,
+            flush_later: OnceLock::new(),
         })
     }
 
-    /// Whether a read would be queued now (racing callers may pass the bound by a few);
-    /// `None` once the ring's thread is gone (it ends when it fails for good).
+    fn lock(&self) -> MutexGuard<'_, Driver> {
+        self.driver.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a read would wait for fewer than `max_queued` others now (racing callers
+    /// may pass the bound by a few). `Option` for callers that once had a ring thread
+    /// which could end; it is always `Some`.
     pub fn has_room(&self) -> Option<bool> {
-        let q = self.shared.lock();
-        (!q.dead).then_some(q.reads.len() < self.max_queued)
+        Some(self.lock().queue.len() < self.max_queued)
     }
 
     /// Reads completed so far (read or failed).
     pub fn completed(&self) -> u64 {
-        self.shared.completed.load(Relaxed)
+        self.completed.load(Relaxed)
     }
 
-    /// Queues `read`; its callback runs on the ring's thread when it completes (at once, on
-    /// this thread, with an error when the read is malformed or the ring is gone).
+    /// Hands `read` to the kernel (or queues it while the ring is full); its callback runs
+    /// on the driving thread (at once, on this thread, with an error when the read is
+    /// malformed).
+    ///
+    /// With a driver on an event loop, the read reaches the kernel at that driver's next
+    /// turn, with every other read submitted meanwhile, in one `io_uring_enter`: on a
+    /// virtual machine's disk each submission may cost a notification of the device (a VM
+    /// exit), which the batch shares (bench/RESULTS.md, 2026-11-27). Otherwise, now.
     pub fn submit(&self, read: Read) {
-        let malformed = !read.align.is_power_of_two()
-            || read.align > 1 << 20
-            || read.need > read.len
-            || u32::try_from(read.len).is_err();
-        if malformed {
+        if read.malformed() {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "malformed read");
             return complete(read.done, Err(e));
         }
-        let mut q = self.shared.lock();
-        if q.dead {
-            drop(q);
-            let e = io::Error::new(io::ErrorKind::Interrupted, "the read ring stopped");
-            return complete(read.done, Err(e));
+        let mut finished = Finished::new();
+        let wake = {
+            let mut d = self.lock();
+            d.queue.push_back(read);
+            d.start_queued(&mut finished);
+            match self.flush_later.get() {
+                Some(driver) => d.unflushed().then_some(driver),
+                None => {
+                    d.flush();
+                    None
+                }
+            }
+        };
+        if let Some(driver) = wake {
+            driver.notify_one();
         }
-        q.reads.push_back(read);
-        drop(q);
-        // The thread sets `parked` under the queue's lock after seeing it empty, so either
-        // it saw this read, or this swap sees `parked` and wakes it.
-        if self.shared.parked.swap(false, SeqCst) {
-            self.shared.notify();
-        }
+        run(finished);
+    }
+
+    /// Hands the reads submitted since the last turn to the kernel (a driver on an event
+    /// loop, woken by [`ReadRing::submit`]).
+    pub fn flush(&self) {
+        self.lock().flush();
+    }
+
+    /// Takes what completed, starts the reads that waited for room, and runs the finished
+    /// reads' callbacks on this thread. Returns how many finished.
+    pub fn drive(&self) -> usize {
+        let mut finished = Finished::new();
+        let n = {
+            let mut d = self.lock();
+            let n = d.reap(&mut finished);
+            d.start_queued(&mut finished);
+            d.flush();
+            n
+        };
+        self.completed.fetch_add(n as u64, Relaxed);
+        run(finished);
+        n
+    }
+
+    /// From now on, submissions wait for the driver this returns to flush them (see
+    /// [`ReadRing::submit`]).
+    pub(crate) fn flush_on_event_loop(&self) -> Arc<Notify> {
+        Arc::clone(self.flush_later.get_or_init(|| Arc::new(Notify::new())))
+    }
+
+    /// A submission failed and waits to be retried: the driver should call
+    /// [`ReadRing::drive`] after a short while even without a completion.
+    pub fn wants_retry(&self) -> bool {
+        self.lock().stuck()
+    }
+
+    /// A descriptor of the ring to watch: readable while completions wait (level-
+    /// triggered for `poll(2)`; for edge-triggered epoll, an event per completion posted).
+    pub fn poll_fd(&self) -> io::Result<OwnedFd> {
+        let d = self.lock();
+        #[allow(unsafe_code)]
+        // SAFETY: the ring's descriptor is open while the ring (held locked here) lives;
+        // the borrow ends before this function returns, and the duplicate is owned.
+        let fd = unsafe { BorrowedFd::borrow_raw(d.ring_fd()) };
+        fd.try_clone_to_owned()
+    }
+}
+
+/// The ring, with the flags that make submission cheaper where the kernel has them:
+/// `SUBMIT_ALL` (a bad entry does not stop the batch, 5.18) and `COOP_TASKRUN` (a
+/// completion does not interrupt the submitting thread with an inter-processor interrupt:
+/// it is posted at that thread's next system call or sleep, 5.19).
+fn build(entries: u32) -> io::Result<IoUring> {
+    let cheaper = IoUring::builder()
+        .setup_submit_all()
+        .setup_coop_taskrun()
+        .build(entries);
+    match cheaper {
+        Ok(ring) => Ok(ring),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
+        Err(e) => Err(e),
+    }
+}
+
+fn run(finished: Finished) {
+    for (done, r) in finished {
+        complete(done, r);
     }
 }
 
 impl Drop for ReadRing {
+    /// Fails the reads still queued (`Interrupted`) and waits for those in flight.
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
-        self.shared.notify();
-        if let Some(thread) = self.thread.take() {
-            // The last handle may go in a read's callback, on the ring's own thread (a
-            // fill holding the store that holds the ring): it ends by itself then.
-            if thread.thread().id() != std::thread::current().id() {
-                let _ = thread.join();
-            }
-        }
+        let mut finished = Finished::new();
+        self.driver
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(&mut finished);
+        run(finished);
     }
 }
 

@@ -78,6 +78,7 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_disk_index_bytes", Gauge, &[], "Memory held by the disk indexes."),
     family("sepia_disk_reads", Counter, &[], "Disk records read for lookups."),
     family("sepia_disk_hits", Counter, &[], "Disk reads that returned a verified object of the right key."),
+    family("sepia_disk_ring_reads", Counter, &[], "Disk reads made through the io_uring (cache.disk_io)."),
     family("sepia_disk_writes", Counter, &[], "Records written to disk."),
     family("sepia_disk_write_bytes", Counter, &[], "Bytes written to disk."),
     family("sepia_disk_write_skips", Counter, &[], "Demotions skipped (write budget spent or queue full)."),

@@ -102,6 +102,8 @@ impl Cache {
                 read_threads: config.disk_read_threads,
                 io_uring: config.disk_io == sepia_config::DiskIo::IoUring,
                 lock_wait,
+                // The ring's completions are taken by the event loop that serves them.
+                reads_on: tokio::runtime::Handle::try_current().ok(),
                 ..TieredConfig::new(memory, disks)
             };
             Arc::new(TieredStore::try_open(tiered).map_err(|e| e.to_string())?)

@@ -1,16 +1,18 @@
-//! The ring's thread: takes queued reads, submits them, reaps their completions and runs
-//! their callbacks. The soundness argument is in the parent module's docs.
+//! The ring's state, kept behind the [`ReadRing`](super::ReadRing)'s lock: the reads in
+//! flight (their buffers and files), those waiting for room, and the submission and
+//! reaping of their entries. It never runs a callback itself: what completed is handed
+//! back as [`Finished`], to be run once the lock is let go. The soundness argument is in
+//! the parent module's docs.
 
+use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use io_uring::{opcode, types, IoUring};
 
-use super::queue::{complete, Read, Shared};
+use super::read::{Done, Read};
 
 /// A read in flight: the buffer the kernel writes (its spare capacity from `base + filled`
 /// to `base + len`) and the file, both kept until the read's completion is reaped.
@@ -21,8 +23,8 @@ struct InFlight {
     filled: usize,
 }
 
-/// The completion of the eventfd's read.
-const WAKE: u64 = u64::MAX;
+/// A callback and its result, to run outside the lock.
+pub(super) type Finished = Vec<(Done, io::Result<BytesMut>)>;
 
 pub(super) struct Driver {
     ring: IoUring,
@@ -32,24 +34,18 @@ pub(super) struct Driver {
     free: Vec<usize>,
     in_flight: usize,
     in_flight_bytes: usize,
-    /// Where the armed eventfd read writes: leaked, so it outlives any kernel write.
-    wake_buf: &'static mut [u8; 8],
-    /// The eventfd read failed: nothing can wake the thread any more, so it takes no new
-    /// reads and ends once those in flight complete.
-    broken: bool,
-    shared: Arc<Shared>,
-    /// Reused between wake-ups: completions reaped, reads taken from the queue.
-    done: Vec<(u64, i32)>,
-    batch: Vec<Read>,
+    /// Reads waiting for room (in number or bytes) in the ring.
+    pub(super) queue: VecDeque<Read>,
+    /// When the last failed submission was logged.
+    logged: Option<Instant>,
+    /// Completions being handled, reused.
+    cq: Vec<(u64, i32)>,
+    /// The driver was asked to flush (`unflushed`) and has not yet.
+    flush_asked: bool,
 }
 
 impl Driver {
-    pub(super) fn new(
-        ring: IoUring,
-        depth: usize,
-        max_bytes: usize,
-        shared: Arc<Shared>,
-    ) -> Driver {
+    pub(super) fn new(ring: IoUring, depth: usize, max_bytes: usize) -> Driver {
         Driver {
             ring,
             depth,
@@ -58,83 +54,38 @@ impl Driver {
             free: Vec::new(),
             in_flight: 0,
             in_flight_bytes: 0,
-            wake_buf: Box::leak(Box::new([0; 8])),
-            broken: false,
-            shared,
-            done: Vec::new(),
-            batch: Vec::new(),
+            queue: VecDeque::new(),
+            logged: None,
+            cq: Vec::new(),
+            flush_asked: false,
         }
     }
 
-    pub(super) fn run(mut self) {
-        self.arm_wake();
-        let mut failures = 0u32;
-        let mut logged = None::<Instant>;
-        loop {
-            let stop = self.take();
-            if (stop || self.broken) && self.in_flight == 0 {
+    pub(super) fn ring_fd(&self) -> std::os::fd::RawFd {
+        self.ring.as_raw_fd()
+    }
+
+    /// Starts the queued reads that fit (in number and bytes); an empty read completes
+    /// at once.
+    pub(super) fn start_queued(&mut self, finished: &mut Finished) {
+        while self.in_flight < self.depth {
+            let Some(next) = self.queue.front() else {
+                break;
+            };
+            // One read goes whatever its size, so none waits for good.
+            if self.in_flight_bytes + next.len > self.max_bytes && self.in_flight > 0 {
                 break;
             }
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => failures = 0,
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                // Out of memory for requests (EAGAIN), completions not reaped (EBUSY), or
-                // worse: reap what there is, back off, and say so now and then.
-                Err(e) => {
-                    failures = failures.saturating_add(1);
-                    if logged.is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
-                        tracing::error!("io_uring submit: {e} ({failures} in a row)");
-                        logged = Some(Instant::now());
-                    }
-                    std::thread::sleep(Duration::from_millis(u64::from(failures.min(100))));
-                }
-            }
-            self.shared.parked.store(false, SeqCst);
-            self.reap();
-        }
-    }
-
-    /// Starts the queued reads that fit (in number and bytes); parks when the queue is
-    /// empty. True once stopped (then the reads still queued are failed).
-    fn take(&mut self) -> bool {
-        let mut batch = std::mem::take(&mut self.batch);
-        let stop = {
-            let mut q = self.shared.lock();
-            if q.stop || self.broken {
-                batch.extend(q.reads.drain(..));
-                true
-            } else {
-                let mut bytes = self.in_flight_bytes;
-                while self.in_flight + batch.len() < self.depth {
-                    let Some(next) = q.reads.front() else { break };
-                    // One read goes whatever its size, so none waits for good.
-                    if bytes + next.len > self.max_bytes && self.in_flight + batch.len() > 0 {
-                        break;
-                    }
-                    bytes += next.len;
-                    batch.extend(q.reads.pop_front());
-                }
-                if q.reads.is_empty() {
-                    self.shared.parked.store(true, SeqCst);
-                }
-                false
-            }
-        };
-        for read in batch.drain(..) {
-            if stop {
-                complete(read.done, Err(io::ErrorKind::Interrupted.into()));
+            let read = self.queue.pop_front().expect("looked at");
+            if read.len == 0 {
+                finished.push((read.done, Ok(BytesMut::new())));
             } else {
                 self.start(read);
             }
         }
-        self.batch = batch;
-        stop
     }
 
     fn start(&mut self, read: Read) {
-        if read.len == 0 {
-            return complete(read.done, Ok(BytesMut::new()));
-        }
         // `ReadRing::submit` checked `align` (a power of two, ≤ 1 MiB) and `len` (< 4 GiB).
         let mut buf: Vec<u8> = Vec::with_capacity(read.len + read.align - 1);
         let base = buf.as_ptr().align_offset(read.align);
@@ -154,7 +105,7 @@ impl Driver {
         self.push_read(slot);
     }
 
-    /// Queues the rest of slot `slot`'s read to the kernel.
+    /// Queues the rest of slot `slot`'s read to the kernel (submitted by `flush`).
     fn push_read(&mut self, slot: usize) {
         let f = self.slots[slot].as_mut().expect("a read in flight");
         let fd = types::Fd(f.read.file.as_raw_fd());
@@ -165,60 +116,99 @@ impl Driver {
             .offset(at)
             .build()
             .user_data(slot as u64);
-        self.push(&entry);
-    }
-
-    fn arm_wake(&mut self) {
-        let fd = types::Fd(self.shared.wake.as_raw_fd());
-        let entry = opcode::Read::new(fd, self.wake_buf.as_mut_ptr(), 8)
-            .build()
-            .user_data(WAKE);
-        self.push(&entry);
-    }
-
-    fn push(&mut self, entry: &io_uring::squeue::Entry) {
-        // The submission queue holds at least `depth + 1` entries, and each read in flight
-        // and the eventfd's read have at most one entry in it at any time (an entry is
-        // pushed only at a read's start or after its completion was reaped).
+        // The submission queue holds at least `depth` entries, and each read in flight
+        // has at most one entry in it at any time (an entry is pushed only at a read's
+        // start or after its completion was reaped).
         #[allow(unsafe_code)]
         // SAFETY: the entry points into a buffer that stays allocated, unmoved and unread
-        // until its completion is reaped: a slot's `Vec` (never touched while in flight,
-        // freed only in `completed` after its final completion, or leaked by `Drop`) or
-        // `wake_buf` (leaked, never freed). Its descriptor is the slot's `Arc<File>` or the
-        // eventfd (`Shared`, held by this driver), both held at least as long.
-        let pushed = unsafe { self.ring.submission().push(entry) };
+        // until its completion is reaped: a slot's `Vec`, never touched while in flight,
+        // freed only in `completed` after its final completion, or leaked (`drain`). Its
+        // descriptor is the slot's `Arc<File>`, held at least as long.
+        let pushed = unsafe { self.ring.submission().push(&entry) };
         pushed.expect("the submission queue has room for every read in flight");
     }
 
-    fn reap(&mut self) {
-        let mut done = std::mem::take(&mut self.done);
-        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
-        for &(slot, result) in &done {
-            if slot != WAKE {
-                self.completed(slot as usize, result);
-            } else if result >= 0 || result == -libc::EINTR || result == -libc::EAGAIN {
-                self.arm_wake();
-            } else {
-                tracing::error!(
-                    "io_uring: the wake-up read failed ({}); disk reads go to the threads",
-                    io::Error::from_raw_os_error(-result)
-                );
-                self.broken = true;
-            }
+    /// Hands the entries pushed since the last call to the kernel (one system call for
+    /// all of them). A failure leaves them queued to the kernel, for the next call; they
+    /// stay in flight (`stuck` says so).
+    pub(super) fn flush(&mut self) {
+        self.flush_asked = false;
+        if self.ring.submission().is_empty() {
+            return;
         }
-        done.clear();
-        self.done = done;
+        loop {
+            match self.ring.submit() {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                // Out of memory for requests (EAGAIN), completions not reaped (EBUSY), or
+                // worse: retried by the next submission, the next reaping, or the driver's
+                // retry tick; said now and then.
+                Err(e) => {
+                    if self
+                        .logged
+                        .is_none_or(|t| t.elapsed() > Duration::from_secs(1))
+                    {
+                        tracing::error!("io_uring submit: {e} (retried)");
+                        self.logged = Some(Instant::now());
+                    }
+                }
+                Ok(_) => {}
+            }
+            return;
+        }
     }
 
-    fn completed(&mut self, slot: usize, result: i32) {
+    /// Entries wait for a submission that failed.
+    pub(super) fn stuck(&mut self) -> bool {
+        !self.ring.submission().is_empty()
+    }
+
+    /// Whether entries wait for `flush` and nobody was asked to flush them yet (the
+    /// caller asks now).
+    pub(super) fn unflushed(&mut self) -> bool {
+        let ask = !self.flush_asked && !self.ring.submission().is_empty();
+        self.flush_asked |= ask;
+        ask
+    }
+
+    /// Takes the completions the kernel posted (no system call: they are in memory shared
+    /// with it); what finished goes to `finished`, short reads are queued again. Returns
+    /// the reads finished (read or failed).
+    pub(super) fn reap(&mut self, finished: &mut Finished) -> usize {
+        let mut n = 0;
+        loop {
+            // A completion queue's worth at a time: `completed` may push entries.
+            let mut cq = std::mem::take(&mut self.cq);
+            cq.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+            if cq.is_empty() {
+                self.cq = cq;
+                return n;
+            }
+            for &(slot, result) in &cq {
+                if let Some(done) = self.completed(slot as usize, result) {
+                    finished.push(done);
+                    n += 1;
+                }
+            }
+            cq.clear();
+            self.cq = cq;
+        }
+    }
+
+    /// A completion of slot `slot`'s read: the callback and its result once the read is
+    /// over, `None` when it goes on (the rest queued to the kernel).
+    fn completed(&mut self, slot: usize, result: i32) -> Option<(Done, io::Result<BytesMut>)> {
         let f = self.slots[slot].as_mut().expect("a read in flight");
         let aligned = f.read.align > 1;
         let outcome = match result {
             // Interrupted or not ready: try the rest again.
-            n if n == -libc::EINTR || n == -libc::EAGAIN => return self.push_read(slot),
+            n if n == -libc::EINTR || n == -libc::EAGAIN => {
+                self.push_read(slot);
+                return None;
+            }
             n if n == -libc::EINVAL && aligned && f.read.fallback.is_some() => {
                 f.read.file = f.read.fallback.take().expect("checked");
-                return self.push_read(slot);
+                self.push_read(slot);
+                return None;
             }
             n if n < 0 => Err(io::Error::from_raw_os_error(-n)),
             0 if f.filled >= f.read.need => Ok(()),
@@ -228,7 +218,8 @@ impl Driver {
                 // A short read (the end of the file, a signal): the rest, unless an aligned
                 // read has what it needs (its rest would be unaligned).
                 if f.filled < f.read.len && !(aligned && f.filled >= f.read.need) {
-                    return self.push_read(slot);
+                    self.push_read(slot);
+                    return None;
                 }
                 Ok(())
             }
@@ -237,7 +228,6 @@ impl Driver {
         self.free.push(slot);
         self.in_flight -= 1;
         self.in_flight_bytes -= f.read.len;
-        self.shared.completed.fetch_add(1, Relaxed);
         let bytes = outcome.map(|()| {
             let end = f.base + f.filled;
             #[allow(unsafe_code)]
@@ -252,25 +242,46 @@ impl Driver {
             b.advance(f.base);
             b
         });
-        complete(f.read.done, bytes);
+        Some((f.read.done, bytes))
+    }
+
+    /// The ring's end: the queued reads fail (`Interrupted`), and those in flight are
+    /// waited for (their callbacks get what they read). Should waiting fail for good, their
+    /// buffers are leaked (the kernel may still write them) and their callbacks fail.
+    pub(super) fn drain(&mut self, finished: &mut Finished) {
+        for read in self.queue.drain(..) {
+            finished.push((read.done, Err(io::ErrorKind::Interrupted.into())));
+        }
+        let mut failures = 0;
+        while self.in_flight > 0 {
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) if failures < 100 => {
+                    failures += 1;
+                    tracing::error!("io_uring: waiting for the reads in flight: {e}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(_) => {
+                    for f in self.slots.iter_mut().filter_map(Option::take) {
+                        std::mem::forget(f.buf);
+                        finished.push((f.read.done, Err(io::ErrorKind::Interrupted.into())));
+                    }
+                    self.in_flight = 0;
+                    return;
+                }
+            }
+            self.reap(finished);
+        }
     }
 }
 
 impl Drop for Driver {
-    /// The thread's end, normal or by a panic: reads queued from now on fail at once, and
-    /// those queued still fail now (their fills are handed back, not left waiting).
     fn drop(&mut self) {
         if self.in_flight > 0 {
-            // Only when unwinding from a bug: the kernel may still write these buffers.
+            // Only when unwinding from a bug before `drain`: the kernel may still write
+            // these buffers.
             std::mem::forget(std::mem::take(&mut self.slots));
-        }
-        let queued: Vec<Read> = {
-            let mut q = self.shared.lock();
-            q.dead = true;
-            q.reads.drain(..).collect()
-        };
-        for read in queued {
-            complete(read.done, Err(io::ErrorKind::Interrupted.into()));
         }
     }
 }

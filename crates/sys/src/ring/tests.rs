@@ -1,5 +1,6 @@
 use std::io::Write;
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
@@ -13,9 +14,22 @@ fn data_file(len: u32) -> (Arc<File>, Vec<u8>) {
     (Arc::new(f), data)
 }
 
+/// A ring driven by its thread.
+struct Driven {
+    ring: Arc<ReadRing>,
+    _driver: ThreadDriver,
+}
+
+impl std::ops::Deref for Driven {
+    type Target = ReadRing;
+    fn deref(&self) -> &ReadRing {
+        &self.ring
+    }
+}
+
 /// A ring, or `None` (said) where io_uring is refused here: a container's seccomp profile
 /// (Docker's blocks it), `kernel.io_uring_disabled`. Sepia then reads with threads.
-fn ring(depth: u32, queued: usize, bytes: usize) -> Option<ReadRing> {
+fn undriven(depth: u32, queued: usize, bytes: usize) -> Option<ReadRing> {
     match ReadRing::new(depth, queued, bytes) {
         Ok(ring) => Some(ring),
         Err(e) => {
@@ -25,10 +39,31 @@ fn ring(depth: u32, queued: usize, bytes: usize) -> Option<ReadRing> {
     }
 }
 
+fn ring(depth: u32, queued: usize, bytes: usize) -> Option<Driven> {
+    let ring = Arc::new(undriven(depth, queued, bytes)?);
+    let driver = ThreadDriver::start(&ring).unwrap();
+    Some(Driven {
+        ring,
+        _driver: driver,
+    })
+}
+
 type Answer = (u64, usize, io::Result<BytesMut>);
 
 fn read(file: &Arc<File>, at: u64, len: usize, tx: &mpsc::Sender<Answer>) -> Read {
     let tx = tx.clone();
+    read_then(
+        file,
+        at,
+        len,
+        Box::new(move |r| {
+            let _ = tx.send((at, len, r));
+        }),
+    )
+}
+
+/// `len` bytes at `at`, into any buffer, answered to `done`.
+fn read_then(file: &Arc<File>, at: u64, len: usize, done: Done) -> Read {
     Read {
         file: Arc::clone(file),
         at,
@@ -36,9 +71,7 @@ fn read(file: &Arc<File>, at: u64, len: usize, tx: &mpsc::Sender<Answer>) -> Rea
         need: len,
         align: 1,
         fallback: None,
-        done: Box::new(move |r| {
-            let _ = tx.send((at, len, r));
-        }),
+        done,
     }
 }
 
@@ -146,15 +179,8 @@ fn dropping_the_ring_answers_every_read_and_a_panicking_callback_is_contained() 
     let Some(ring) = ring(2, 1000, 1 << 20) else {
         return;
     };
-    ring.submit(Read {
-        file: Arc::clone(&file),
-        at: 0,
-        len: 10,
-        need: 10,
-        align: 1,
-        fallback: None,
-        done: Box::new(|_| panic!("a callback that panics")),
-    });
+    let panics = Box::new(|_| panic!("a callback that panics"));
+    ring.submit(read_then(&file, 0, 10, panics));
     let (tx, rx) = mpsc::channel();
     for i in 0..100 {
         ring.submit(read(&file, i * 500, 4096, &tx));
@@ -178,14 +204,13 @@ fn dropping_the_ring_answers_every_read_and_a_panicking_callback_is_contained() 
 #[test]
 fn reads_submitted_from_many_threads_all_complete() {
     let (file, data) = data_file(1 << 20);
-    let Some(ring) = ring(16, 100_000, 1 << 20) else {
+    let Some(driven) = ring(16, 100_000, 1 << 20) else {
         return;
     };
-    let ring = Arc::new(ring);
     let (tx, rx) = mpsc::channel();
     let threads: Vec<_> = (0..4)
         .map(|t| {
-            let (ring, file, tx) = (Arc::clone(&ring), Arc::clone(&file), tx.clone());
+            let (ring, file, tx) = (Arc::clone(&driven.ring), Arc::clone(&file), tx.clone());
             std::thread::spawn(move || {
                 for i in 0..2_000u64 {
                     let at = (i * 4096 + t * 1_000) % ((1 << 20) - 5_000);
@@ -228,4 +253,92 @@ fn malformed_reads_fail_at_once_and_a_byte_budget_still_lets_one_big_read_throug
         assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
     }
     assert_eq!(ring.completed(), 20);
+}
+
+/// The event loop's way: nobody else drives the ring; the descriptor says when to.
+#[test]
+fn a_ring_driven_by_its_caller_runs_callbacks_on_the_driving_thread() {
+    let (file, data) = data_file(100_000);
+    let Some(ring) = undriven(4, 100, 1 << 20) else {
+        return;
+    };
+    let fd = ring.poll_fd().unwrap();
+    let (tx, rx) = mpsc::channel();
+    for i in 0..10u64 {
+        ring.submit(read(&file, i * 7_000, 5_000, &tx));
+    }
+    assert_eq!(ring.completed(), 0, "nothing completes undriven");
+    assert!(rx.try_recv().is_err());
+    let mut got = 0;
+    let me = std::thread::current().id();
+    while got < 10 {
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let ten_s = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        let n = rustix::event::poll(&mut fds, Some(&ten_s)).unwrap();
+        assert_eq!(n, 1, "the descriptor is readable when reads complete");
+        got += ring.drive();
+        while let Ok((at, len, r)) = rx.try_recv() {
+            assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
+        }
+    }
+    assert_eq!(ring.completed(), 10);
+    assert!(!ring.wants_retry());
+    // Callbacks run where `drive` is called.
+    let (tx, rx) = mpsc::channel();
+    let on_thread = Box::new(move |_| tx.send(std::thread::current().id()).unwrap());
+    ring.submit(read_then(&file, 0, 10, on_thread));
+    while ring.drive() == 0 {
+        std::thread::yield_now();
+    }
+    assert_eq!(rx.recv().unwrap(), me);
+}
+
+/// The proxy's way: a task on its runtime drives the ring, and callbacks run on the
+/// runtime's thread.
+#[test]
+fn a_ring_driven_by_a_runtime_completes_reads_on_its_worker() {
+    let (file, data) = data_file(200_000);
+    let Some(ring) = undriven(8, 1000, 1 << 20) else {
+        return;
+    };
+    let ring = Arc::new(ring);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
+    let (worker, got) = rt.block_on(async {
+        let worker = std::thread::current().id();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        for i in 0..100u64 {
+            let tx = tx.clone();
+            let done = Box::new(move |r: io::Result<BytesMut>| {
+                let _ = tx.send((i, r.map(|b| b.freeze()), std::thread::current().id()));
+            });
+            ring.submit(read_then(&file, i * 1_000, 3_000, done));
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        while let Some(answer) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("every read completes")
+        {
+            got.push(answer);
+        }
+        (worker, got)
+    });
+    assert_eq!(got.len(), 100);
+    for (i, r, thread) in got {
+        let at = i as usize * 1_000;
+        assert_eq!(&r.unwrap()[..], &data[at..at + 3_000]);
+        assert_eq!(thread, worker, "the callback ran on the runtime's thread");
+    }
+    drop(driver);
+    drop(rt);
 }

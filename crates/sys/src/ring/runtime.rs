@@ -1,0 +1,91 @@
+//! Who drives a [`ReadRing`] (see the parent module's "Who drives it"): a task on a tokio
+//! runtime where the caller has one, else a [`ThreadDriver`].
+//!
+//! On the runtime, a completion wakes the event loop through the ring's descriptor (in
+//! the same `epoll_wait` as the sockets); the task takes it, and the read's callback (the
+//! disk tier's: check the record, play it into its fill) runs on that worker, which then
+//! wakes the waiting request without crossing threads. With a thread instead, each read
+//! cost a cold hit a wake-up of the thread and one back (bench/RESULTS.md, 2026-11-27).
+
+use std::io;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use std::os::fd::OwnedFd;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::runtime::Handle;
+use tokio::sync::Notify;
+
+use super::{ReadRing, ThreadDriver};
+
+/// How soon a failed submission is retried (`ReadRing::wants_retry`).
+const RETRY: Duration = Duration::from_millis(100);
+
+/// The driver; dropping it stops it.
+pub enum RingDriver {
+    /// A task on a runtime, stopped through this.
+    Runtime(Arc<Notify>),
+    Thread(ThreadDriver),
+}
+
+impl RingDriver {
+    /// Drives `ring` from a task on `runtime`, or from a thread without one.
+    pub fn start(ring: &Arc<ReadRing>, runtime: Option<&Handle>) -> io::Result<Self> {
+        let Some(runtime) = runtime else {
+            return ThreadDriver::start(ring).map(RingDriver::Thread);
+        };
+        let owned = ring.poll_fd()?;
+        let fd = {
+            let _in = runtime.enter();
+            #[allow(unsafe_code)]
+            // SAFETY: `register_with_interest` asks that the descriptor stay open and
+            // unreplaced while registered. It is an `OwnedFd` (a duplicate of the ring's,
+            // made for this alone) moved into the `AsyncFd`, which closes it only after
+            // deregistering it; nothing else has it.
+            let registered = unsafe { AsyncFd::register_with_interest(owned, Interest::READABLE) };
+            registered?
+        };
+        let stop = Arc::new(Notify::new());
+        let flush = ring.flush_on_event_loop();
+        runtime.spawn(drive(fd, Arc::downgrade(ring), Arc::clone(&stop), flush));
+        Ok(RingDriver::Runtime(stop))
+    }
+}
+
+impl Drop for RingDriver {
+    fn drop(&mut self) {
+        if let RingDriver::Runtime(stop) = self {
+            // A permit if the task is not waiting: it stops at its next turn.
+            stop.notify_one();
+        }
+    }
+}
+
+async fn drive(fd: AsyncFd<OwnedFd>, ring: Weak<ReadRing>, stop: Arc<Notify>, flush: Arc<Notify>) {
+    loop {
+        let retry = match ring.upgrade() {
+            Some(r) => r.wants_retry(),
+            None => return,
+        };
+        tokio::select! {
+            biased;
+            _ = stop.notified() => return,
+            // Reads submitted since the last turn (`drive` flushes them).
+            () = flush.notified() => {}
+            ready = fd.readable() => match ready {
+                // Cleared before the completions are taken: one posted after is a new
+                // event, so none waits unseen.
+                Ok(mut guard) => guard.clear_ready(),
+                Err(e) => {
+                    tracing::error!("the disk ring's descriptor: {e}; disk reads stop");
+                    return;
+                }
+            },
+            () = tokio::time::sleep(RETRY), if retry => {}
+        }
+        let Some(r) = ring.upgrade() else { return };
+        r.drive();
+    }
+}

@@ -1,0 +1,80 @@
+//! A thread that drives a [`ReadRing`] where no event loop does (the store opened outside
+//! a runtime: its tests, tools): it sleeps in `poll(2)` on the ring's descriptor and calls
+//! [`ReadRing::drive`] when completions wait. Callbacks then run on this thread.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+
+use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
+
+use super::ReadRing;
+
+/// The thread; dropping it stops it (after the callbacks it is running).
+pub struct ThreadDriver {
+    stop: Arc<OwnedFd>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// How soon a failed submission is retried.
+const RETRY: Timespec = Timespec {
+    tv_sec: 0,
+    tv_nsec: 100_000_000,
+};
+
+impl ThreadDriver {
+    /// Drives `ring` until dropped, or until the ring is gone.
+    pub fn start(ring: &Arc<ReadRing>) -> io::Result<ThreadDriver> {
+        let ring_fd = ring.poll_fd()?;
+        let stop = Arc::new(eventfd(0, EventfdFlags::CLOEXEC)?);
+        let weak = Arc::downgrade(ring);
+        let stop_fd = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("sepia-disk-ring".into())
+            .spawn(move || run(weak, &ring_fd, &stop_fd))?;
+        Ok(ThreadDriver {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn run(ring: Weak<ReadRing>, ring_fd: &OwnedFd, stop: &OwnedFd) {
+    loop {
+        let retry = match ring.upgrade() {
+            Some(r) => r.wants_retry(),
+            None => return,
+        };
+        let mut fds = [
+            PollFd::new(ring_fd, PollFlags::IN),
+            PollFd::new(stop, PollFlags::IN),
+        ];
+        match poll(&mut fds, retry.then_some(&RETRY)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => {
+                tracing::error!("the disk ring's thread: poll failed ({e}); it stops");
+                return;
+            }
+        }
+        if !fds[1].revents().is_empty() {
+            return;
+        }
+        let Some(r) = ring.upgrade() else { return };
+        r.drive();
+    }
+}
+
+impl Drop for ThreadDriver {
+    fn drop(&mut self) {
+        // Cannot block: the counter would have to reach 2^64 - 1 first.
+        let _ = rustix::io::write(&*self.stop, &1u64.to_ne_bytes());
+        if let Some(thread) = self.thread.take() {
+            // The last handle may go in a read's callback, on this very thread (a fill
+            // holding the store that holds the driver): it ends by itself then.
+            if thread.thread().id() != std::thread::current().id() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
