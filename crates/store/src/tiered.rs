@@ -563,8 +563,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         locs: &[Loc],
         writer: FillWriter<M>,
     ) -> Lookup<M> {
-        // The ring's read, if it makes this one; a ring whose thread failed (no answer on
-        // its room) leaves every read to the threads.
+        // The ring's read, if it makes this one; a ring whose driver ended on its own (no
+        // answer on its room) leaves every read to the threads.
         let ring = (self.disks.ring.as_ref())
             .and_then(|ring| Some((ring, disk.ring_read(locs, hash)?)))
             .and_then(|(ring, r)| Some((ring, ring.has_room()?, r)));

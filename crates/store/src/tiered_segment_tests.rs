@@ -7,7 +7,9 @@ use std::sync::Arc;
 use crate::conformance::{
     self, any, expect_hit, expect_miss, pattern, runtime, store_object, Meta,
 };
-use crate::tiered_tests::{disk_cfg, memory_cfg, open_loaded, pool_reads, read_pending, Tiered};
+use crate::tiered_tests::{
+    disk_cfg, memory_cfg, open_loaded, pool_reads, read_pending, read_reader, Tiered,
+};
 use crate::{FillError, Lookup, Object, Store, TieredConfig};
 
 /// A store whose disk bodies of 64 KiB and more are served from their segment files.
@@ -285,7 +287,7 @@ fn a_newer_response_written_to_disk_replaces_a_remembered_segment_body() {
     }
     // Perhaps before the new record is indexed: then the old one is read and remembered.
     match t.lookup(b"/big", &any) {
-        Lookup::Pending(_) => drop(runtime().block_on(read_pending(&t, b"/big"))),
+        Lookup::Pending(reader) => drop(runtime().block_on(read_reader(reader))),
         other => drop(other),
     }
     t.store.disks()[0].sync(false);
@@ -297,7 +299,7 @@ fn a_newer_response_written_to_disk_replaces_a_remembered_segment_body() {
     }
     let served = match t.lookup(b"/big", &any) {
         Lookup::Hit(object) => file_bytes(&object).1,
-        Lookup::Pending(_) => runtime().block_on(read_pending(&t, b"/big")).unwrap().1,
+        Lookup::Pending(reader) => runtime().block_on(read_reader(reader)).unwrap().1,
         Lookup::Miss(_) => panic!("the new response is on disk"),
     };
     assert!(served == new, "the newer response is served");

@@ -135,9 +135,16 @@ pub(crate) async fn read_pending(
     t: &Tiered,
     key: &[u8],
 ) -> Result<(Bytes, Vec<u8>, Meta), FillError> {
-    let Lookup::Pending(mut reader) = t.lookup(key, &any) else {
+    let Lookup::Pending(reader) = t.lookup(key, &any) else {
         panic!("expected a disk read for {key:?}");
     };
+    read_reader(reader).await
+}
+
+/// What a disk read's fill gives its reader: head, body and metadata.
+pub(crate) async fn read_reader(
+    mut reader: crate::FillReader<Meta>,
+) -> Result<(Bytes, Vec<u8>, Meta), FillError> {
     let head = reader.head().await?;
     let (body, end) = read_all(&mut reader).await;
     end?;

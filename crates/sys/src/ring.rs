@@ -7,8 +7,9 @@
 //! arrived together in one system call, and waits for them without a thread per read.
 //!
 //! # Who drives it
-//! [`ReadRing::submit`] hands a read to the kernel at once, on the caller's thread (one
-//! `io_uring_enter`). Completions are taken and their callbacks run by
+//! [`ReadRing::submit`] queues a read to the kernel on the caller's thread; a driver on an
+//! event loop hands what was queued in one turn to the kernel in one `io_uring_enter`,
+//! and without one the caller does at once. Completions are taken and their callbacks run by
 //! [`ReadRing::drive`], called by whoever watches the ring's descriptor
 //! ([`ReadRing::poll_fd`], readable while completions wait): a task on the proxy's event
 //! loop, or a [`ThreadDriver`] where there is none ([`RingDriver`] picks). With the
@@ -31,12 +32,13 @@
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use io_uring::{opcode, IoUring, Probe};
 use tokio::sync::Notify;
 
+mod buffers;
 mod driver;
 mod read;
 mod runtime;
@@ -56,6 +58,10 @@ pub struct ReadRing {
     /// Set by a driver on an event loop: submissions are handed to the kernel together,
     /// once per turn of the loop, by the driver this wakes (see [`ReadRing::submit`]).
     flush_later: OnceLock<Arc<Notify>>,
+    /// The driver ended without being asked to (its runtime shut down, its descriptor
+    /// failed, a panic): nothing would take completions any more, so new reads are
+    /// refused (the store reads with its threads instead) rather than left hanging.
+    orphaned: AtomicBool,
 }
 
 impl ReadRing {
@@ -83,6 +89,7 @@ impl ReadRing {
             completed: AtomicU64::new(0),
             max_queued,
             flush_later: OnceLock::new(),
+            orphaned: AtomicBool::new(false),
         })
     }
 
@@ -91,10 +98,22 @@ impl ReadRing {
     }
 
     /// Whether a read would wait for fewer than `max_queued` others now (racing callers
-    /// may pass the bound by a few). `Option` for callers that once had a ring thread
-    /// which could end; it is always `Some`.
+    /// may pass the bound by a few); `None` once the driver ended on its own (reads would
+    /// fail at once: read otherwise).
     pub fn has_room(&self) -> Option<bool> {
+        if self.orphaned.load(Relaxed) {
+            return None;
+        }
         Some(self.lock().queue.len() < self.max_queued)
+    }
+
+    /// Called by a driver that ends without being asked to; said once.
+    pub(crate) fn orphan(&self) {
+        if !self.orphaned.swap(true, Relaxed) {
+            tracing::error!(
+                "the disk reads' io_uring lost its driver; disk reads go to the threads"
+            );
+        }
     }
 
     /// Reads completed so far (read or failed).
@@ -113,6 +132,10 @@ impl ReadRing {
     pub fn submit(&self, read: Read) {
         if read.malformed() {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "malformed read");
+            return complete(read.done, Err(e));
+        }
+        if self.orphaned.load(Relaxed) {
+            let e = io::Error::new(io::ErrorKind::Interrupted, "the ring has no driver");
             return complete(read.done, Err(e));
         }
         let mut finished = Finished::new();
@@ -134,26 +157,21 @@ impl ReadRing {
         run(finished);
     }
 
-    /// Hands the reads submitted since the last turn to the kernel (a driver on an event
-    /// loop, woken by [`ReadRing::submit`]).
-    pub fn flush(&self) {
-        self.lock().flush();
-    }
-
-    /// Takes what completed, starts the reads that waited for room, and runs the finished
-    /// reads' callbacks on this thread. Returns how many finished.
-    pub fn drive(&self) -> usize {
+    /// Takes what completed (at most `max` reads), starts the reads that waited for room,
+    /// hands what waits to the kernel, and runs the finished reads' callbacks on this
+    /// thread. Returns how many finished, and whether more completions wait.
+    pub fn drive(&self, max: usize) -> (usize, bool) {
         let mut finished = Finished::new();
-        let n = {
+        let (n, more) = {
             let mut d = self.lock();
-            let n = d.reap(&mut finished);
+            let n = d.reap(&mut finished, max);
             d.start_queued(&mut finished);
             d.flush();
-            n
+            (n, d.completions_wait())
         };
         self.completed.fetch_add(n as u64, Relaxed);
         run(finished);
-        n
+        (n, more)
     }
 
     /// From now on, submissions wait for the driver this returns to flush them (see
@@ -180,20 +198,48 @@ impl ReadRing {
     }
 }
 
+/// Held by a driver while it runs. A driver that ends without being asked to (dropped
+/// by a runtime shutting down, a failed descriptor, a panic) orphans its ring when this
+/// goes: see [`ReadRing::has_room`].
+pub(crate) struct DriverGuard {
+    ring: std::sync::Weak<ReadRing>,
+    /// The driver was asked to stop, or the ring is gone.
+    pub(crate) done: bool,
+}
+
+impl DriverGuard {
+    pub(crate) fn new(ring: std::sync::Weak<ReadRing>) -> Self {
+        DriverGuard { ring, done: false }
+    }
+}
+
+impl Drop for DriverGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Some(ring) = self.ring.upgrade() {
+                ring.orphan();
+            }
+        }
+    }
+}
+
 /// The ring, with the flags that make submission cheaper where the kernel has them:
 /// `SUBMIT_ALL` (a bad entry does not stop the batch, 5.18) and `COOP_TASKRUN` (a
 /// completion does not interrupt the submitting thread with an inter-processor interrupt:
 /// it is posted at that thread's next system call or sleep, 5.19).
 fn build(entries: u32) -> io::Result<IoUring> {
-    let cheaper = IoUring::builder()
+    let mut ring = IoUring::builder()
         .setup_submit_all()
         .setup_coop_taskrun()
         .build(entries);
-    match cheaper {
-        Ok(ring) => Ok(ring),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
-        Err(e) => Err(e),
+    // Each flag is refused with `EINVAL` by a kernel that predates it.
+    if matches!(&ring, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+        ring = IoUring::builder().setup_submit_all().build(entries);
     }
+    if matches!(&ring, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+        ring = IoUring::new(entries);
+    }
+    ring
 }
 
 fn run(finished: Finished) {

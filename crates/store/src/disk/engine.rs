@@ -582,6 +582,7 @@ impl DiskEngine {
         };
         let past_cache = !cached_only && self.shared.rereads.read_past_cache(&seg, loc, hash);
         let prefix = read_record(&seg, loc, prefix_only, cached_only, past_cache)?;
+        let prefix = prefix.freeze();
         decode_record(&seg, loc, prefix, primary, hash, segment_from, prefix_only)
     }
 

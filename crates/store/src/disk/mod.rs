@@ -94,7 +94,7 @@
 //! directory gone; a deleted segment is noticed by its link count at each flush) is logged,
 //! counted, and marks the disk failed: its index is emptied, lookups miss, writes are
 //! dropped. Nothing panics, and no caller waits on disk I/O (the writer has its own thread,
-//! reads run on the io_uring's thread or in `ReadPool`).
+//! reads complete on the event loop that drives the io_uring, or in `ReadPool`).
 //!
 //! # Reads off the event loop
 //!
@@ -105,8 +105,9 @@
 //! `RWF_NOWAIT` read of uncached pages starts reading them in (readahead) before it fails,
 //! so the worker asks `cachestat(2)` first (`sepia_sys::cachestat`, Linux 6.5; ~0.4 µs):
 //! a lookup never submits a device read itself. Reads that would block, and the first read
-//! of a large body (every chunk verified), go to the io_uring (`ring_read.rs`, one thread,
-//! up to 1,024 reads or 64 MiB in flight, batched submissions; `cache.disk_io =
+//! of a large body (every chunk verified), go to the io_uring (`ring_read.rs`, driven by
+//! the proxy's event loop, up to 1,024 reads or 64 MiB in flight, one submission per turn
+//! of the loop; `cache.disk_io =
 //! "io_uring"`, the default) or the read threads (`pool.rs`, 16 by default, bounded
 //! queue), which also take the reads the ring does not make (records over a chunk, keys
 //! with several records, a segment's first read past the page cache).

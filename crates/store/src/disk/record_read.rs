@@ -133,7 +133,7 @@ pub(super) fn read_body(
 pub(super) fn decode_record(
     seg: &SegFile,
     loc: &Loc,
-    mut prefix: BytesMut,
+    prefix: Bytes,
     primary: &[u8],
     hash: u64,
     segment_from: u64,
@@ -173,13 +173,13 @@ pub(super) fn decode_record(
         verified: prefix_only || whole,
     });
     let body = if whole {
-        vec![prefix.split_off(prefix_len).freeze().slice(..body_len)]
+        vec![prefix.slice(prefix_len..prefix_len + body_len)]
     } else if in_file.is_some() {
         Vec::new()
     } else {
         read_body(seg, body_at, h.body_len, p.chunk_crcs)?
     };
-    let mut fixed = prefix.freeze();
+    let mut fixed = prefix;
     fixed.advance(HEADER_LEN);
     Ok(Some(DiskRecord {
         seq: h.seq,

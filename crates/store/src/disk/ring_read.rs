@@ -8,13 +8,13 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
 use super::engine::DiskEngine;
 use super::format::CHUNK;
 use super::index::Loc;
 use super::record_read::{decode_record, DiskRecord, ReadError, CACHED_READ_MAX};
-use super::segment::{direct_span, range_of_blocks, SegFile, DIRECT_ALIGN};
+use super::segment::{direct_span, SegFile, DIRECT_ALIGN};
 
 /// One read for the ring: `len` bytes at `at` of `file` (at least `need`: whole blocks
 /// may run past the end of the file), in a buffer aligned to `align`.
@@ -91,7 +91,7 @@ impl DiskEngine {
         primary: &[u8],
         hash: u64,
         segment_from: u64,
-        read: io::Result<BytesMut>,
+        read: io::Result<Bytes>,
     ) -> Vec<DiskRecord> {
         let mut out = Vec::new();
         let b = match read {
@@ -110,10 +110,12 @@ impl DiskEngine {
             }
         };
         let len = r.loc.len as usize;
-        let b = if b.len() > len {
-            range_of_blocks(b, r.skip, len)
-        } else {
-            b
+        // The blocks around the record are kept (no copy) only when they add little, as
+        // `segment::range_of_blocks` does for the threads' reads.
+        let b = match b.len() - len {
+            0 => b,
+            around if around > len / 4 => Bytes::copy_from_slice(&b[r.skip..r.skip + len]),
+            _ => b.slice(r.skip..r.skip + len),
         };
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);

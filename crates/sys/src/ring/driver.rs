@@ -7,11 +7,13 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
 
+use super::buffers::{pooled, BufferPool};
 use super::read::{Done, Read};
 
 /// A read in flight: the buffer the kernel writes (its spare capacity from `base + filled`
@@ -24,7 +26,7 @@ struct InFlight {
 }
 
 /// A callback and its result, to run outside the lock.
-pub(super) type Finished = Vec<(Done, io::Result<BytesMut>)>;
+pub(super) type Finished = Vec<(Done, io::Result<Bytes>)>;
 
 pub(super) struct Driver {
     ring: IoUring,
@@ -40,6 +42,8 @@ pub(super) struct Driver {
     logged: Option<Instant>,
     /// Completions being handled, reused.
     cq: Vec<(u64, i32)>,
+    /// Where read buffers come from and go back to.
+    buffers: Arc<BufferPool>,
     /// The driver was asked to flush (`unflushed`) and has not yet.
     flush_asked: bool,
 }
@@ -57,6 +61,8 @@ impl Driver {
             queue: VecDeque::new(),
             logged: None,
             cq: Vec::new(),
+            // As many bytes as may be in flight, up to 32 MiB.
+            buffers: BufferPool::new(max_bytes.min(32 << 20)),
             flush_asked: false,
         }
     }
@@ -78,7 +84,7 @@ impl Driver {
             }
             let read = self.queue.pop_front().expect("looked at");
             if read.len == 0 {
-                finished.push((read.done, Ok(BytesMut::new())));
+                finished.push((read.done, Ok(Bytes::new())));
             } else {
                 self.start(read);
             }
@@ -87,7 +93,7 @@ impl Driver {
 
     fn start(&mut self, read: Read) {
         // `ReadRing::submit` checked `align` (a power of two, ≤ 1 MiB) and `len` (< 4 GiB).
-        let mut buf: Vec<u8> = Vec::with_capacity(read.len + read.align - 1);
+        let mut buf = self.buffers.take(read.len + read.align - 1);
         let base = buf.as_ptr().align_offset(read.align);
         buf.resize(base, 0);
         let slot = self.free.pop().unwrap_or_else(|| {
@@ -171,17 +177,18 @@ impl Driver {
     }
 
     /// Takes the completions the kernel posted (no system call: they are in memory shared
-    /// with it); what finished goes to `finished`, short reads are queued again. Returns
-    /// the reads finished (read or failed).
-    pub(super) fn reap(&mut self, finished: &mut Finished) -> usize {
+    /// with it), at most `max`; what finished goes to `finished`, short reads are queued
+    /// again. Returns the reads finished (read or failed).
+    pub(super) fn reap(&mut self, finished: &mut Finished, max: usize) -> usize {
         let mut n = 0;
-        loop {
-            // A completion queue's worth at a time: `completed` may push entries.
+        while n < max {
+            // `completed` may push entries: the queue is copied out first.
             let mut cq = std::mem::take(&mut self.cq);
-            cq.extend(self.ring.completion().map(|c| (c.user_data(), c.result())));
+            let posted = self.ring.completion();
+            cq.extend(posted.take(max - n).map(|c| (c.user_data(), c.result())));
             if cq.is_empty() {
                 self.cq = cq;
-                return n;
+                break;
             }
             for &(slot, result) in &cq {
                 if let Some(done) = self.completed(slot as usize, result) {
@@ -192,11 +199,17 @@ impl Driver {
             cq.clear();
             self.cq = cq;
         }
+        n
+    }
+
+    /// Completions wait to be taken.
+    pub(super) fn completions_wait(&mut self) -> bool {
+        !self.ring.completion().is_empty()
     }
 
     /// A completion of slot `slot`'s read: the callback and its result once the read is
     /// over, `None` when it goes on (the rest queued to the kernel).
-    fn completed(&mut self, slot: usize, result: i32) -> Option<(Done, io::Result<BytesMut>)> {
+    fn completed(&mut self, slot: usize, result: i32) -> Option<(Done, io::Result<Bytes>)> {
         let f = self.slots[slot].as_mut().expect("a read in flight");
         let aligned = f.read.align > 1;
         let outcome = match result {
@@ -238,40 +251,47 @@ impl Driver {
             unsafe {
                 f.buf.set_len(end)
             };
-            let mut b = BytesMut::from(bytes::Bytes::from(std::mem::take(&mut f.buf)));
-            b.advance(f.base);
-            b
+            pooled(std::mem::take(&mut f.buf), &self.buffers).slice(f.base..)
         });
         Some((f.read.done, bytes))
     }
 
     /// The ring's end: the queued reads fail (`Interrupted`), and those in flight are
-    /// waited for (their callbacks get what they read). Should waiting fail for good, their
-    /// buffers are leaked (the kernel may still write them) and their callbacks fail.
+    /// waited for (their callbacks get what they read), for at most 10 s. Should waiting
+    /// fail or last longer, their buffers are leaked (the kernel may still write them) and
+    /// their callbacks fail.
     pub(super) fn drain(&mut self, finished: &mut Finished) {
         for read in self.queue.drain(..) {
             finished.push((read.done, Err(io::ErrorKind::Interrupted.into())));
         }
-        let mut failures = 0;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let tick = types::Timespec::new().nsec(100_000_000);
+        let args = types::SubmitArgs::new().timespec(&tick);
+        // A wait with a timeout needs `IORING_FEAT_EXT_ARG` (5.11); before, an unbounded one.
+        let timed = self.ring.params().is_feature_ext_arg();
         while self.in_flight > 0 {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e) if failures < 100 => {
-                    failures += 1;
-                    tracing::error!("io_uring: waiting for the reads in flight: {e}");
+            let waited = match timed {
+                true => self.ring.submitter().submit_with_args(1, &args),
+                false => self.ring.submit_and_wait(1),
+            };
+            let gave_up = match waited.map_err(|e| e.raw_os_error()) {
+                Ok(_) | Err(Some(libc::EINTR | libc::ETIME)) => false,
+                Err(Some(libc::EAGAIN | libc::EBUSY)) => {
                     std::thread::sleep(Duration::from_millis(10));
+                    false
                 }
-                Err(_) => {
-                    for f in self.slots.iter_mut().filter_map(Option::take) {
-                        std::mem::forget(f.buf);
-                        finished.push((f.read.done, Err(io::ErrorKind::Interrupted.into())));
-                    }
-                    self.in_flight = 0;
-                    return;
+                Err(_) => true,
+            };
+            if gave_up || Instant::now() > deadline {
+                tracing::error!("io_uring: the reads in flight did not end; leaking their buffers");
+                for f in self.slots.iter_mut().filter_map(Option::take) {
+                    std::mem::forget(f.buf);
+                    finished.push((f.read.done, Err(io::ErrorKind::Interrupted.into())));
                 }
+                self.in_flight = 0;
+                return;
             }
-            self.reap(finished);
+            self.reap(finished, usize::MAX);
         }
     }
 }

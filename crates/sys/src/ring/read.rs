@@ -5,7 +5,7 @@ use std::io;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 
 /// One positional read.
 pub struct Read {
@@ -30,7 +30,7 @@ pub struct Read {
 }
 
 /// A read's callback.
-pub type Done = Box<dyn FnOnce(io::Result<BytesMut>) + Send>;
+pub type Done = Box<dyn FnOnce(io::Result<Bytes>) + Send>;
 
 impl Read {
     /// Whether the ring must refuse it (see the fields' rules).
@@ -44,7 +44,7 @@ impl Read {
 
 /// Runs a read's callback; a panic in it is logged, not passed on to whoever drives the
 /// ring (an event loop's task, or the ring's thread).
-pub(super) fn complete(done: Done, r: io::Result<BytesMut>) {
+pub(super) fn complete(done: Done, r: io::Result<Bytes>) {
     if std::panic::catch_unwind(AssertUnwindSafe(move || done(r))).is_err() {
         tracing::error!("a disk read's completion panicked");
     }

@@ -18,7 +18,7 @@ use tokio::io::Interest;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
-use super::{ReadRing, ThreadDriver};
+use super::{DriverGuard, ReadRing, ThreadDriver};
 
 /// How soon a failed submission is retried (`ReadRing::wants_retry`).
 const RETRY: Duration = Duration::from_millis(100);
@@ -63,15 +63,20 @@ impl Drop for RingDriver {
     }
 }
 
+/// Completions taken per turn at most: each runs its read's callback (a record checked,
+/// a fill played), and other tasks of this worker wait meanwhile.
+const BATCH: usize = 64;
+
 async fn drive(fd: AsyncFd<OwnedFd>, ring: Weak<ReadRing>, stop: Arc<Notify>, flush: Arc<Notify>) {
+    let mut guard = DriverGuard::new(ring.clone());
     loop {
         let retry = match ring.upgrade() {
             Some(r) => r.wants_retry(),
-            None => return,
+            None => break,
         };
         tokio::select! {
             biased;
-            _ = stop.notified() => return,
+            () = stop.notified() => break,
             // Reads submitted since the last turn (`drive` flushes them).
             () = flush.notified() => {}
             ready = fd.readable() => match ready {
@@ -85,7 +90,15 @@ async fn drive(fd: AsyncFd<OwnedFd>, ring: Weak<ReadRing>, stop: Arc<Notify>, fl
             },
             () = tokio::time::sleep(RETRY), if retry => {}
         }
-        let Some(r) = ring.upgrade() else { return };
-        r.drive();
+        loop {
+            let Some(r) = ring.upgrade() else { break };
+            let (_, more) = r.drive(BATCH);
+            drop(r);
+            if !more {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
     }
+    guard.done = true;
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use bytes::BytesMut;
+use bytes::Bytes;
 use std::fs::File;
 
 fn data_file(len: u32) -> (Arc<File>, Vec<u8>) {
@@ -48,7 +48,7 @@ fn ring(depth: u32, queued: usize, bytes: usize) -> Option<Driven> {
     })
 }
 
-type Answer = (u64, usize, io::Result<BytesMut>);
+type Answer = (u64, usize, io::Result<Bytes>);
 
 fn read(file: &Arc<File>, at: u64, len: usize, tx: &mpsc::Sender<Answer>) -> Read {
     let tx = tx.clone();
@@ -282,7 +282,9 @@ fn a_ring_driven_by_its_caller_runs_callbacks_on_the_driving_thread() {
         };
         let n = rustix::event::poll(&mut fds, Some(&ten_s)).unwrap();
         assert_eq!(n, 1, "the descriptor is readable when reads complete");
-        got += ring.drive();
+        let (n, _) = ring.drive(3);
+        assert!(n <= 3, "at most the number asked for");
+        got += n;
         while let Ok((at, len, r)) = rx.try_recv() {
             assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
         }
@@ -293,10 +295,20 @@ fn a_ring_driven_by_its_caller_runs_callbacks_on_the_driving_thread() {
     let (tx, rx) = mpsc::channel();
     let on_thread = Box::new(move |_| tx.send(std::thread::current().id()).unwrap());
     ring.submit(read_then(&file, 0, 10, on_thread));
-    while ring.drive() == 0 {
+    while ring.drive(usize::MAX).0 == 0 {
         std::thread::yield_now();
     }
     assert_eq!(rx.recv().unwrap(), me);
+}
+
+/// An undriven ring and a current-thread runtime to drive it on.
+fn on_a_runtime() -> Option<(Arc<ReadRing>, tokio::runtime::Runtime)> {
+    let ring = Arc::new(undriven(8, 1000, 1 << 20)?);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    Some((ring, rt))
 }
 
 /// The proxy's way: a task on its runtime drives the ring, and callbacks run on the
@@ -304,22 +316,17 @@ fn a_ring_driven_by_its_caller_runs_callbacks_on_the_driving_thread() {
 #[test]
 fn a_ring_driven_by_a_runtime_completes_reads_on_its_worker() {
     let (file, data) = data_file(200_000);
-    let Some(ring) = undriven(8, 1000, 1 << 20) else {
+    let Some((ring, rt)) = on_a_runtime() else {
         return;
     };
-    let ring = Arc::new(ring);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
     let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
     let (worker, got) = rt.block_on(async {
         let worker = std::thread::current().id();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         for i in 0..100u64 {
             let tx = tx.clone();
-            let done = Box::new(move |r: io::Result<BytesMut>| {
-                let _ = tx.send((i, r.map(|b| b.freeze()), std::thread::current().id()));
+            let done = Box::new(move |r: io::Result<Bytes>| {
+                let _ = tx.send((i, r, std::thread::current().id()));
             });
             ring.submit(read_then(&file, i * 1_000, 3_000, done));
         }
@@ -341,4 +348,76 @@ fn a_ring_driven_by_a_runtime_completes_reads_on_its_worker() {
     }
     drop(driver);
     drop(rt);
+}
+
+/// Several workers submit; one of them drives; every read completes.
+#[test]
+fn a_ring_driven_on_a_multi_thread_runtime_completes_reads_from_every_worker() {
+    let (file, data) = data_file(1 << 20);
+    let Some(ring) = undriven(16, 100_000, 1 << 20) else {
+        return;
+    };
+    let ring = Arc::new(ring);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
+    let (tx, rx) = mpsc::channel();
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (ring, file, tx) = (Arc::clone(&ring), Arc::clone(&file), tx.clone());
+                tokio::spawn(async move {
+                    for i in 0..200u64 {
+                        let at = (t * 100_000 + i * 4_096) % ((1 << 20) - 5_000);
+                        ring.submit(read(&file, at, 4_096, &tx));
+                        if i % 20 == 0 {
+                            tokio::task::yield_now().await;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    for _ in 0..1_600 {
+        let (at, len, r) = recv(&rx);
+        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
+    }
+}
+
+/// A driver whose runtime goes away leaves no read hanging: the ring says it has no room
+/// (`None`: read some other way) and refuses reads at once.
+#[test]
+fn a_ring_whose_runtime_shut_down_refuses_reads_instead_of_hanging() {
+    let (file, _) = data_file(10_000);
+    let Some((ring, rt)) = on_a_runtime() else {
+        return;
+    };
+    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
+    rt.block_on(tokio::task::yield_now());
+    assert_eq!(ring.has_room(), Some(true));
+    drop(rt);
+    assert_eq!(ring.has_room(), None, "orphaned");
+    let (tx, rx) = mpsc::channel();
+    ring.submit(read(&file, 0, 100, &tx));
+    let e = recv(&rx).2.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+    // A driver stopped on purpose orphans nothing.
+    let Some((other, rt)) = on_a_runtime() else {
+        return;
+    };
+    let stopped = RingDriver::start(&other, Some(rt.handle())).unwrap();
+    drop(stopped);
+    rt.block_on(async {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    });
+    assert_eq!(other.has_room(), Some(true));
+    drop(driver);
 }

@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
-use super::ReadRing;
+use super::{DriverGuard, ReadRing};
 
 /// The thread; dropping it stops it (after the callbacks it is running).
 pub struct ThreadDriver {
@@ -17,7 +17,9 @@ pub struct ThreadDriver {
     thread: Option<JoinHandle<()>>,
 }
 
-/// How soon a failed submission is retried.
+/// How often the thread looks at the ring without a completion: a submission made inline
+/// that failed (`ReadRing::wants_retry`) is retried then (its submitter does not wake the
+/// thread).
 const RETRY: Timespec = Timespec {
     tv_sec: 0,
     tv_nsec: 100_000_000,
@@ -41,27 +43,24 @@ impl ThreadDriver {
 }
 
 fn run(ring: Weak<ReadRing>, ring_fd: &OwnedFd, stop: &OwnedFd) {
+    let mut guard = DriverGuard::new(ring.clone());
     loop {
-        let retry = match ring.upgrade() {
-            Some(r) => r.wants_retry(),
-            None => return,
-        };
         let mut fds = [
             PollFd::new(ring_fd, PollFlags::IN),
             PollFd::new(stop, PollFlags::IN),
         ];
-        match poll(&mut fds, retry.then_some(&RETRY)) {
+        match poll(&mut fds, Some(&RETRY)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => {
                 tracing::error!("the disk ring's thread: poll failed ({e}); it stops");
                 return;
             }
         }
-        if !fds[1].revents().is_empty() {
+        let Some(r) = ring.upgrade().filter(|_| fds[1].revents().is_empty()) else {
+            guard.done = true;
             return;
-        }
-        let Some(r) = ring.upgrade() else { return };
-        r.drive();
+        };
+        r.drive(usize::MAX);
     }
 }
 
