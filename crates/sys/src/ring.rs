@@ -32,8 +32,8 @@
 
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use io_uring::{opcode, IoUring, Probe};
 use tokio::sync::Notify;
@@ -44,6 +44,7 @@ mod read;
 mod runtime;
 mod thread;
 
+pub use buffers::held_bytes;
 use driver::{Driver, Finished};
 use read::complete;
 pub use read::{Done, Read};
@@ -55,13 +56,8 @@ pub struct ReadRing {
     driver: Mutex<Driver>,
     completed: AtomicU64,
     max_queued: usize,
-    /// Set by a driver on an event loop: submissions are handed to the kernel together,
-    /// once per turn of the loop, by the driver this wakes (see [`ReadRing::submit`]).
-    flush_later: OnceLock<Arc<Notify>>,
-    /// The driver ended without being asked to (its runtime shut down, its descriptor
-    /// failed, a panic): nothing would take completions any more, so new reads are
-    /// refused (the store reads with its threads instead) rather than left hanging.
-    orphaned: AtomicBool,
+    /// The thread that took over from a driver on an event loop that ended on its own.
+    fallback: Mutex<Option<ThreadDriver>>,
 }
 
 impl ReadRing {
@@ -88,8 +84,7 @@ impl ReadRing {
             driver: Mutex::new(Driver::new(ring, depth as usize, max_bytes)),
             completed: AtomicU64::new(0),
             max_queued,
-            flush_later: OnceLock::new(),
-            orphaned: AtomicBool::new(false),
+            fallback: Mutex::new(None),
         })
     }
 
@@ -98,22 +93,50 @@ impl ReadRing {
     }
 
     /// Whether a read would wait for fewer than `max_queued` others now (racing callers
-    /// may pass the bound by a few); `None` once the driver ended on its own (reads would
-    /// fail at once: read otherwise).
+    /// may pass the bound by a few); `None` when nothing drives the ring (its driver ended
+    /// and no thread could take over: reads fail at once, read some other way).
     pub fn has_room(&self) -> Option<bool> {
-        if self.orphaned.load(Relaxed) {
-            return None;
-        }
-        Some(self.lock().queue.len() < self.max_queued)
+        let d = self.lock();
+        (!d.dead).then_some(d.queue.len() < self.max_queued)
     }
 
-    /// Called by a driver that ends without being asked to; said once.
-    pub(crate) fn orphan(&self) {
-        if !self.orphaned.swap(true, Relaxed) {
-            tracing::error!(
-                "the disk reads' io_uring lost its driver; disk reads go to the threads"
-            );
+    /// Called when a driver on an event loop ends without being asked to (its runtime
+    /// shut down, its descriptor failed, a panic): submissions are flushed inline from now
+    /// on, and a thread takes over, so that the reads in flight and later ones complete.
+    pub(crate) fn orphan(self: &Arc<Self>) {
+        {
+            let mut d = self.lock();
+            d.flush_later = None;
+            d.flush();
         }
+        let taken_over = ThreadDriver::start(self);
+        let mut fallback = self.fallback.lock().unwrap_or_else(PoisonError::into_inner);
+        match taken_over {
+            Ok(thread) => {
+                tracing::info!(
+                    "disk reads' io_uring: its event loop's driver ended; a thread drives it"
+                );
+                *fallback = Some(thread);
+            }
+            Err(e) => {
+                drop(fallback);
+                self.die(&e.to_string());
+            }
+        }
+    }
+
+    /// Nothing drives the ring any more: the reads waiting for room fail, later ones fail
+    /// at once, and [`ReadRing::has_room`] says `None` (the store reads with its threads).
+    /// Those in flight complete only when the ring is dropped.
+    pub(crate) fn die(&self, why: &str) {
+        tracing::error!("disk reads' io_uring lost its driver ({why}); reading with threads");
+        let mut d = self.lock();
+        d.dead = true;
+        let queued: Finished = (d.queue.drain(..))
+            .map(|r| (r.done, Err(io::ErrorKind::Interrupted.into())))
+            .collect();
+        drop(d);
+        run(queued);
     }
 
     /// Reads completed so far (read or failed).
@@ -134,16 +157,17 @@ impl ReadRing {
             let e = io::Error::new(io::ErrorKind::InvalidInput, "malformed read");
             return complete(read.done, Err(e));
         }
-        if self.orphaned.load(Relaxed) {
-            let e = io::Error::new(io::ErrorKind::Interrupted, "the ring has no driver");
-            return complete(read.done, Err(e));
-        }
         let mut finished = Finished::new();
         let wake = {
             let mut d = self.lock();
+            if d.dead {
+                drop(d);
+                let e = io::Error::new(io::ErrorKind::Interrupted, "the ring has no driver");
+                return complete(read.done, Err(e));
+            }
             d.queue.push_back(read);
             d.start_queued(&mut finished);
-            match self.flush_later.get() {
+            match d.flush_later.clone() {
                 Some(driver) => d.unflushed().then_some(driver),
                 None => {
                     d.flush();
@@ -177,7 +201,9 @@ impl ReadRing {
     /// From now on, submissions wait for the driver this returns to flush them (see
     /// [`ReadRing::submit`]).
     pub(crate) fn flush_on_event_loop(&self) -> Arc<Notify> {
-        Arc::clone(self.flush_later.get_or_init(|| Arc::new(Notify::new())))
+        let notify = Arc::new(Notify::new());
+        self.lock().flush_later = Some(Arc::clone(&notify));
+        notify
     }
 
     /// A submission failed and waits to be retried: the driver should call
@@ -198,27 +224,35 @@ impl ReadRing {
     }
 }
 
-/// Held by a driver while it runs. A driver that ends without being asked to (dropped
-/// by a runtime shutting down, a failed descriptor, a panic) orphans its ring when this
-/// goes: see [`ReadRing::has_room`].
+/// Held by a driver while it runs. When a driver ends without being asked to (dropped by
+/// a runtime shutting down, a failed descriptor, a panic), this goes with it: an event
+/// loop's driver hands the ring to a thread ([`ReadRing::orphan`]); a thread's leaves it
+/// dead ([`ReadRing::die`]), not to start threads in a loop.
 pub(crate) struct DriverGuard {
     ring: std::sync::Weak<ReadRing>,
+    on_thread: bool,
     /// The driver was asked to stop, or the ring is gone.
     pub(crate) done: bool,
 }
 
 impl DriverGuard {
-    pub(crate) fn new(ring: std::sync::Weak<ReadRing>) -> Self {
-        DriverGuard { ring, done: false }
+    pub(crate) fn new(ring: std::sync::Weak<ReadRing>, on_thread: bool) -> Self {
+        DriverGuard {
+            ring,
+            on_thread,
+            done: false,
+        }
     }
 }
 
 impl Drop for DriverGuard {
     fn drop(&mut self) {
-        if !self.done {
-            if let Some(ring) = self.ring.upgrade() {
-                ring.orphan();
-            }
+        let Some(ring) = self.ring.upgrade().filter(|_| !self.done) else {
+            return;
+        };
+        match self.on_thread {
+            true => ring.die("its thread ended"),
+            false => ring.orphan(),
         }
     }
 }

@@ -30,9 +30,11 @@ pub(crate) struct RingRead {
     pub(crate) record: RingRecord,
 }
 
-/// Where the record lies in what a [`RingRead`] reads: `skip` bytes in.
+/// Where the record lies in what a [`RingRead`] reads: `skip` bytes in, of a buffer
+/// holding `held` bytes.
 pub(crate) struct RingRecord {
     skip: usize,
+    held: usize,
     seg: Arc<SegFile>,
     loc: Loc,
 }
@@ -78,6 +80,7 @@ impl DiskEngine {
             fallback,
             record: RingRecord {
                 skip,
+                held: sepia_sys::ring::held_bytes(span + align - 1),
                 seg,
                 loc: *loc,
             },
@@ -110,12 +113,14 @@ impl DiskEngine {
             }
         };
         let len = r.loc.len as usize;
-        // The blocks around the record are kept (no copy) only when they add little, as
+        // The buffer around the record is kept (no copy) only when it adds little, as
         // `segment::range_of_blocks` does for the threads' reads.
-        let b = match b.len() - len {
-            0 => b,
-            around if around > len / 4 => Bytes::copy_from_slice(&b[r.skip..r.skip + len]),
-            _ => b.slice(r.skip..r.skip + len),
+        let b = if r.held - len > len / 4 {
+            Bytes::copy_from_slice(&b[r.skip..r.skip + len])
+        } else if b.len() > len {
+            b.slice(r.skip..r.skip + len)
+        } else {
+            b
         };
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);

@@ -1,4 +1,4 @@
-//! Read buffers used again: a read's bytes are handed out as a `Bytes` that owns its
+//! Read buffers used again: a large read's bytes are handed out as a `Bytes` that owns its
 //! buffer, and the buffer comes back here when the last handle on it goes (the response
 //! sent, or the object that kept it evicted from memory).
 //!
@@ -9,56 +9,78 @@
 //! off. With buffers used again, those samples halved and a cold 64 KiB hit went from 49.2
 //! to 43.6 CPU-µs (medians of six interleaved pairs; bench/RESULTS.md, "Issue 21, ninth
 //! stop").
+//!
+//! Buffers come in classes of whole pages, from [`POOLED_MIN`] up to [`POOLED_MAX`]: a read
+//! gets a buffer of exactly its class (at most a page more than it asked for, which
+//! [`held_bytes`] tells the caller deciding whether to keep the buffer or copy out of
+//! it), and each class keeps at most [`PER_CLASS`] free ones, within the pool's byte cap.
+//! Smaller reads (a page fault or two) take fresh buffers.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 
-/// Free buffers, at most `max_bytes` of them.
+/// Free buffers by class, at most `max_bytes` of them.
 pub(super) struct BufferPool {
     free: Mutex<Free>,
     max_bytes: usize,
 }
 
+#[derive(Default)]
 struct Free {
-    buffers: Vec<Vec<u8>>,
+    classes: HashMap<usize, Vec<Vec<u8>>>,
     bytes: usize,
 }
 
-/// Buffers larger than this are not kept (a rare 1 MiB chunk read would pin its size).
-const MAX_KEPT: usize = 256 << 10;
+/// Buffers smaller than this are not pooled.
+pub(super) const POOLED_MIN: usize = 32 << 10;
+/// Nor larger ones (a rare 1 MiB chunk read would pin its size).
+pub(super) const POOLED_MAX: usize = 256 << 10;
+/// Free buffers kept per class.
+const PER_CLASS: usize = 128;
+const PAGE: usize = 4096;
+
+/// The bytes a read buffer of `capacity` holds: its class.
+pub fn held_bytes(capacity: usize) -> usize {
+    capacity.next_multiple_of(PAGE)
+}
 
 impl BufferPool {
     pub(super) fn new(max_bytes: usize) -> Arc<BufferPool> {
         Arc::new(BufferPool {
-            free: Mutex::new(Free {
-                buffers: Vec::new(),
-                bytes: 0,
-            }),
+            free: Mutex::new(Free::default()),
             max_bytes,
         })
     }
 
-    /// An empty buffer of at least `capacity` bytes: a free one not more than twice that
-    /// (the newest such), else a new one.
+    /// An empty buffer of `capacity` bytes rounded up to its class: a free one if any.
     pub(super) fn take(&self, capacity: usize) -> Vec<u8> {
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        let fits = |b: &Vec<u8>| b.capacity() >= capacity && b.capacity() <= 2 * capacity;
-        if let Some(i) = free.buffers.iter().rposition(fits) {
-            let mut b = free.buffers.swap_remove(i);
-            free.bytes -= b.capacity();
-            b.clear();
-            return b;
+        let class = held_bytes(capacity);
+        if (POOLED_MIN..=POOLED_MAX).contains(&class) {
+            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(mut b) = free.classes.get_mut(&class).and_then(Vec::pop) {
+                free.bytes -= class;
+                b.clear();
+                return b;
+            }
         }
-        drop(free);
-        Vec::with_capacity(capacity)
+        Vec::with_capacity(class)
     }
 
     fn give(&self, buf: Vec<u8>) {
+        let class = buf.capacity();
+        if !(POOLED_MIN..=POOLED_MAX).contains(&class) || !class.is_multiple_of(PAGE) {
+            return;
+        }
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        if buf.capacity() <= MAX_KEPT && free.bytes + buf.capacity() <= self.max_bytes {
-            free.bytes += buf.capacity();
-            free.buffers.push(buf);
+        if free.bytes + class > self.max_bytes {
+            return;
+        }
+        let kept = free.classes.entry(class).or_default();
+        if kept.len() < PER_CLASS {
+            kept.push(buf);
+            free.bytes += class;
         }
     }
 }
@@ -95,9 +117,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_buffer_comes_back_when_its_last_handle_goes_and_only_fitting_ones_are_taken() {
+    fn a_buffer_comes_back_when_its_last_handle_goes_and_only_to_its_class() {
         let pool = BufferPool::new(1 << 20);
         let mut buf = pool.take(70_000);
+        assert_eq!(buf.capacity(), held_bytes(70_000));
         let at = buf.as_ptr();
         buf.extend_from_slice(&[7; 100]);
         let bytes = pooled(buf, &pool);
@@ -107,18 +130,22 @@ mod tests {
         assert_ne!(other.as_ptr(), at, "still held by `part`");
         assert_eq!(&part[..], &[7; 10]);
         drop(part);
-        assert_eq!(
-            pool.take(200_000).capacity(),
-            200_000,
-            "too small: a new one"
-        );
-        let small = pool.take(20_000);
-        assert_ne!(small.as_ptr(), at, "more than twice as large: a new one");
-        let again = pool.take(70_000);
+        let larger = pool.take(80_000);
+        assert_ne!(larger.as_ptr(), at, "another class: a new one");
+        let again = pool.take(71_000);
         assert_eq!(
             (again.as_ptr(), again.len()),
             (at, 0),
-            "the same buffer, emptied"
+            "the same class, emptied"
+        );
+        // Small buffers are not kept.
+        let small = pool.take(5_000);
+        let small_at = small.as_ptr();
+        drop(pooled(small, &pool));
+        let _hold = Vec::<u8>::with_capacity(8_192);
+        assert!(
+            pool.free.lock().unwrap().bytes == 0,
+            "{small_at:?} not pooled"
         );
     }
 
@@ -130,6 +157,6 @@ mod tests {
             drop(pooled(b, &pool));
         }
         let free = pool.free.lock().unwrap();
-        assert_eq!((free.buffers.len(), free.bytes), (2, 80_000));
+        assert_eq!(free.bytes, 2 * held_bytes(40_000));
     }
 }

@@ -46,6 +46,11 @@ pub(super) struct Driver {
     buffers: Arc<BufferPool>,
     /// The driver was asked to flush (`unflushed`) and has not yet.
     flush_asked: bool,
+    /// Set by a driver on an event loop: what `submit` wakes so that the entries queued in
+    /// one turn of the loop reach the kernel together. `None`: `submit` flushes at once.
+    pub(super) flush_later: Option<Arc<tokio::sync::Notify>>,
+    /// Nothing drives the ring any more (see `ReadRing::orphan`): reads fail at once.
+    pub(super) dead: bool,
 }
 
 impl Driver {
@@ -64,6 +69,8 @@ impl Driver {
             // As many bytes as may be in flight, up to 32 MiB.
             buffers: BufferPool::new(max_bytes.min(32 << 20)),
             flush_asked: false,
+            flush_later: None,
+            dead: false,
         }
     }
 
@@ -276,7 +283,7 @@ impl Driver {
             };
             let gave_up = match waited.map_err(|e| e.raw_os_error()) {
                 Ok(_) | Err(Some(libc::EINTR | libc::ETIME)) => false,
-                Err(Some(libc::EAGAIN | libc::EBUSY)) => {
+                Err(Some(libc::EAGAIN | libc::EBUSY | libc::ENOMEM)) => {
                     std::thread::sleep(Duration::from_millis(10));
                     false
                 }

@@ -49,7 +49,16 @@ impl RingDriver {
         };
         let stop = Arc::new(Notify::new());
         let flush = ring.flush_on_event_loop();
-        runtime.spawn(drive(fd, Arc::downgrade(ring), Arc::clone(&stop), flush));
+        // Made here, not in the task: a task dropped before it first runs (a runtime
+        // shutting down) drops it too, and a thread takes over.
+        let guard = DriverGuard::new(Arc::downgrade(ring), false);
+        runtime.spawn(drive(
+            fd,
+            Arc::downgrade(ring),
+            Arc::clone(&stop),
+            flush,
+            guard,
+        ));
         Ok(RingDriver::Runtime(stop))
     }
 }
@@ -67,8 +76,13 @@ impl Drop for RingDriver {
 /// a fill played), and other tasks of this worker wait meanwhile.
 const BATCH: usize = 64;
 
-async fn drive(fd: AsyncFd<OwnedFd>, ring: Weak<ReadRing>, stop: Arc<Notify>, flush: Arc<Notify>) {
-    let mut guard = DriverGuard::new(ring.clone());
+async fn drive(
+    fd: AsyncFd<OwnedFd>,
+    ring: Weak<ReadRing>,
+    stop: Arc<Notify>,
+    flush: Arc<Notify>,
+    mut guard: DriverGuard,
+) {
     loop {
         let retry = match ring.upgrade() {
             Some(r) => r.wants_retry(),

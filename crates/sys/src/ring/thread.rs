@@ -43,7 +43,7 @@ impl ThreadDriver {
 }
 
 fn run(ring: Weak<ReadRing>, ring_fd: &OwnedFd, stop: &OwnedFd) {
-    let mut guard = DriverGuard::new(ring.clone());
+    let mut guard = DriverGuard::new(ring.clone(), true);
     loop {
         let mut fds = [
             PollFd::new(ring_fd, PollFlags::IN),
