@@ -252,7 +252,8 @@ drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 fio_randread() {
     local name=$1 dir=$2 bs=$3 bytes=$4; shift 4
     local f=$dir/fio.dat out iops
-    [[ -e $f ]] || head -c "$bytes" /dev/urandom > "$f"
+    # Written back before anything is measured (dropping the page cache leaves dirty pages).
+    [[ -e $f ]] || { head -c "$bytes" /dev/urandom > "$f" && sync; }
     drop_caches
     out=$(taskset -c "$TARGET_CPU" fio --name="$name" --filename="$f" --rw=randread --bs="$bs" \
         --size="$bytes" --time_based --runtime="$DURATION" --group_reporting \
@@ -297,6 +298,11 @@ cold_bench() {
         stop_tree "$SEPIA_PID"
         start_sepia "cold-$size" "$PORT"
         for ((rep = 1; rep <= REPS; rep++)); do
+            # fio before and after Sepia's runs (the ratio is to their mean): this VM's
+            # device gave 21,000-38,000 IOPS from one minute to the next (bench/RESULTS.md,
+            # 2026-11-27), and one fio run after Sepia's made the ratio swing with it.
+            fio_randread "fio-direct-before-$size" "$DISK_ROOT" "$bs" "$bytes" \
+                --direct=1 --ioengine=libaio --iodepth="$CONNS" --numjobs=1
             # Each object at most once: every hit reads the device (the JSON's requests
             # must stay below N, or the run wrapped into the page cache).
             drop_caches
