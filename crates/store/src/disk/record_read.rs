@@ -7,7 +7,7 @@ use std::io;
 
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
 use super::format::{
     split_prefix, verify_chunks, verify_prefix, Header, CHUNK, HEADER_LEN, KIND_OBJECT,
@@ -130,6 +130,10 @@ pub(super) fn read_body(
 /// Decodes and verifies the record at `loc` from `prefix`, its bytes as [`read_record`]
 /// read them (the whole record, or its prefix: then a body below `segment_from` is read
 /// here, chunk by chunk). `Ok(None)`: a valid record of another key (a tag collision).
+/// Reads at least this long have their key, metadata and head copied out (see
+/// `decode_record`).
+const COPY_FIXED_FROM: usize = 32 << 10;
+
 pub(super) fn decode_record(
     seg: &SegFile,
     loc: &Loc,
@@ -179,8 +183,19 @@ pub(super) fn decode_record(
     } else {
         read_body(seg, body_at, h.body_len, p.chunk_crcs)?
     };
-    let mut fixed = prefix;
-    fixed.advance(HEADER_LEN);
+    // Key, metadata and head are copied out of the read's buffer (a few hundred bytes, one
+    // allocation): what outlives the response, such as the Content-Type an access log
+    // record holds until its batch is written, must not keep the whole buffer alive. With
+    // the head a slice of it, 64 KiB cold hits kept ~60 % of their 80 KiB read buffers
+    // out of the ring's pool, and hundreds of MB resident (bench/RESULTS.md, 2026-11-27).
+    // Small records (a buffer of a page or two) keep their slices: no copy on the 4 KiB
+    // hit path.
+    let fixed_len: usize = lens.iter().sum();
+    let fixed_range = HEADER_LEN..HEADER_LEN + fixed_len;
+    let mut fixed = match prefix.len() >= COPY_FIXED_FROM {
+        true => Bytes::copy_from_slice(&prefix[fixed_range]),
+        false => prefix.slice(fixed_range),
+    };
     Ok(Some(DiskRecord {
         seq: h.seq,
         primary: fixed.split_to(lens[0]),
