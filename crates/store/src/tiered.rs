@@ -163,8 +163,8 @@ pub struct TieredConfig {
     /// Disk reads waiting for a thread at most; beyond, a disk-resident key is a miss.
     pub max_queued_reads: usize,
     /// Reads of records not in the page cache go through an io_uring (any number in
-    /// flight, driven by `reads_on`; `disk/ring_read.rs`) where the kernel allows it; the read threads
-    /// keep the reads it does not make. Falls back to the threads (logged) without it.
+    /// flight, driven by `reads_on`; `disk/ring_read.rs`) where the kernel allows it; the
+    /// read threads keep the reads it does not make. Falls back to the threads (logged) without it.
     /// Off in [`TieredConfig::new`] (the store's tests drive the threads); the proxy's
     /// `cache.disk_io` turns it on by default.
     pub io_uring: bool,
@@ -183,9 +183,9 @@ pub struct TieredConfig {
     /// A disk whose directory another process holds: refused, or waited for (a binary
     /// upgrade's new process; see `disk/lock.rs`).
     pub lock_wait: LockWait,
-    /// The runtime whose event loop drives the io_uring (`sepia_sys::ring::RingDriver`): reads
-    /// complete, are checked and played into their fills on its workers. `None`: a thread
-    /// of the store's does that (a store used outside a runtime).
+    /// The runtime whose event loop drives the io_uring (`sepia_sys::ring::RingDriver`):
+    /// reads complete, are checked and played into their fills on its workers. `None`: a
+    /// thread of the store's does that (a store used outside a runtime).
     pub reads_on: Option<tokio::runtime::Handle>,
 }
 

@@ -243,6 +243,11 @@ impl DriverGuard {
             done: false,
         }
     }
+
+    /// The ring, while anyone else holds it.
+    pub(crate) fn ring(&self) -> Option<Arc<ReadRing>> {
+        self.ring.upgrade()
+    }
 }
 
 impl Drop for DriverGuard {

@@ -127,13 +127,13 @@ pub(super) fn read_body(
     Ok(out)
 }
 
-/// Decodes and verifies the record at `loc` from `prefix`, its bytes as [`read_record`]
-/// read them (the whole record, or its prefix: then a body below `segment_from` is read
-/// here, chunk by chunk). `Ok(None)`: a valid record of another key (a tag collision).
 /// Reads at least this long have their key, metadata and head copied out (see
 /// `decode_record`).
 const COPY_FIXED_FROM: usize = 32 << 10;
 
+/// Decodes and verifies the record at `loc` from `prefix`, its bytes as [`read_record`]
+/// read them (the whole record, or its prefix: then a body below `segment_from` is read
+/// here, chunk by chunk). `Ok(None)`: a valid record of another key (a tag collision).
 pub(super) fn decode_record(
     seg: &SegFile,
     loc: &Loc,

@@ -14,7 +14,7 @@ use super::engine::DiskEngine;
 use super::format::CHUNK;
 use super::index::Loc;
 use super::record_read::{decode_record, DiskRecord, ReadError, CACHED_READ_MAX};
-use super::segment::{direct_span, SegFile, DIRECT_ALIGN};
+use super::segment::{direct_span, keep_blocks, SegFile, DIRECT_ALIGN};
 
 /// One read for the ring: `len` bytes at `at` of `file` (at least `need`: whole blocks
 /// may run past the end of the file), in a buffer aligned to `align`.
@@ -113,14 +113,9 @@ impl DiskEngine {
             }
         };
         let len = r.loc.len as usize;
-        // The buffer around the record is kept (no copy) only when it adds little, as
-        // `segment::range_of_blocks` does for the threads' reads.
-        let b = if r.held - len > len / 4 {
-            Bytes::copy_from_slice(&b[r.skip..r.skip + len])
-        } else if b.len() > len {
-            b.slice(r.skip..r.skip + len)
-        } else {
-            b
+        let b = match keep_blocks(r.held, len) {
+            true => b.slice(r.skip..r.skip + len),
+            false => Bytes::copy_from_slice(&b[r.skip..r.skip + len]),
         };
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);

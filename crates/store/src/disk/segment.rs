@@ -157,15 +157,21 @@ pub(crate) fn direct_span(at: u64, len: usize) -> (u64, usize, usize) {
     (start, skip, (skip + len).next_multiple_of(DIRECT_ALIGN))
 }
 
-/// The `len` bytes `skip` bytes into `blocks`, as a direct read returned them. The blocks
-/// around the range are kept (no copy) only when they add little: a small record would
-/// hold three pages for a few hundred bytes.
+/// Whether a buffer of `held` bytes read around a `len`-byte range is kept as the range's
+/// storage, rather than the range copied out of it: only when the rest adds little (a
+/// small record would hold three pages for a few hundred bytes).
+pub(crate) fn keep_blocks(held: usize, len: usize) -> bool {
+    held - len <= len / 4
+}
+
+/// The `len` bytes `skip` bytes into `blocks`, as a direct read returned them: in place,
+/// or copied out (`keep_blocks`).
 pub(crate) fn range_of_blocks(
     mut blocks: bytes::BytesMut,
     skip: usize,
     len: usize,
 ) -> bytes::BytesMut {
-    if blocks.capacity() - len > len / 4 {
+    if !keep_blocks(blocks.capacity(), len) {
         return bytes::BytesMut::from(&blocks[skip..skip + len]);
     }
     let _ = blocks.split_to(skip);

@@ -149,24 +149,20 @@ impl Driver {
         if self.ring.submission().is_empty() {
             return;
         }
-        loop {
+        let submitted = loop {
             match self.ring.submit() {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                // Out of memory for requests (EAGAIN), completions not reaped (EBUSY), or
-                // worse: retried by the next submission, the next reaping, or the driver's
-                // retry tick; said now and then.
-                Err(e) => {
-                    if self
-                        .logged
-                        .is_none_or(|t| t.elapsed() > Duration::from_secs(1))
-                    {
-                        tracing::error!("io_uring submit: {e} (retried)");
-                        self.logged = Some(Instant::now());
-                    }
-                }
-                Ok(_) => {}
+                r => break r,
             }
-            return;
+        };
+        // Out of memory for requests (EAGAIN), completions not reaped (EBUSY), or worse:
+        // retried by the next submission, the next reaping, or the driver's retry tick;
+        // said now and then.
+        if let Err(e) = submitted {
+            if (self.logged).is_none_or(|t| t.elapsed() > Duration::from_secs(1)) {
+                tracing::error!("io_uring submit: {e} (retried)");
+                self.logged = Some(Instant::now());
+            }
         }
     }
 

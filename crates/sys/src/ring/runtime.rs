@@ -8,7 +8,7 @@
 //! cost a cold hit a wake-up of the thread and one back (bench/RESULTS.md, 2026-11-27).
 
 use std::io;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::os::fd::OwnedFd;
@@ -52,13 +52,7 @@ impl RingDriver {
         // Made here, not in the task: a task dropped before it first runs (a runtime
         // shutting down) drops it too, and a thread takes over.
         let guard = DriverGuard::new(Arc::downgrade(ring), false);
-        runtime.spawn(drive(
-            fd,
-            Arc::downgrade(ring),
-            Arc::clone(&stop),
-            flush,
-            guard,
-        ));
+        runtime.spawn(drive(fd, Arc::clone(&stop), flush, guard));
         Ok(RingDriver::Runtime(stop))
     }
 }
@@ -78,13 +72,12 @@ const BATCH: usize = 64;
 
 async fn drive(
     fd: AsyncFd<OwnedFd>,
-    ring: Weak<ReadRing>,
     stop: Arc<Notify>,
     flush: Arc<Notify>,
     mut guard: DriverGuard,
 ) {
     loop {
-        let retry = match ring.upgrade() {
+        let retry = match guard.ring() {
             Some(r) => r.wants_retry(),
             None => break,
         };
@@ -105,7 +98,7 @@ async fn drive(
             () = tokio::time::sleep(RETRY), if retry => {}
         }
         loop {
-            let Some(r) = ring.upgrade() else { break };
+            let Some(r) = guard.ring() else { break };
             let (_, more) = r.drive(BATCH);
             drop(r);
             if !more {

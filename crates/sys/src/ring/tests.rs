@@ -75,6 +75,14 @@ fn read_then(file: &Arc<File>, at: u64, len: usize, done: Done) -> Read {
     }
 }
 
+/// The next `n` answers, each exactly the bytes of its range of `data`.
+fn expect_exact(rx: &mpsc::Receiver<Answer>, data: &[u8], n: usize) {
+    for _ in 0..n {
+        let (at, len, r) = recv(rx);
+        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
+    }
+}
+
 fn recv(rx: &mpsc::Receiver<Answer>) -> Answer {
     rx.recv_timeout(Duration::from_secs(10))
         .expect("every read completes")
@@ -225,10 +233,7 @@ fn reads_submitted_from_many_threads_all_complete() {
     for t in threads {
         t.join().unwrap();
     }
-    for _ in 0..8_000 {
-        let (at, len, r) = recv(&rx);
-        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
-    }
+    expect_exact(&rx, &data, 8_000);
 }
 
 #[test]
@@ -248,10 +253,7 @@ fn malformed_reads_fail_at_once_and_a_byte_budget_still_lets_one_big_read_throug
     for i in 0..20u64 {
         ring.submit(read(&file, i * 5_000, 50_000, &tx));
     }
-    for _ in 0..20 {
-        let (at, len, r) = recv(&rx);
-        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
-    }
+    expect_exact(&rx, &data, 20);
     assert_eq!(ring.completed(), 20);
 }
 
@@ -384,10 +386,7 @@ fn a_ring_driven_on_a_multi_thread_runtime_completes_reads_from_every_worker() {
             t.await.unwrap();
         }
     });
-    for _ in 0..1_600 {
-        let (at, len, r) = recv(&rx);
-        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
-    }
+    expect_exact(&rx, &data, 1_600);
 }
 
 /// A driver whose runtime goes away leaves no read hanging: a thread takes over, and
@@ -404,10 +403,7 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
     ring.submit(read(&file, 0, 100, &tx));
     drop(rt);
     ring.submit(read(&file, 100, 100, &tx));
-    for _ in 0..2 {
-        let (at, len, r) = recv(&rx);
-        assert_eq!(&r.unwrap()[..], &data[at as usize..at as usize + len]);
-    }
+    expect_exact(&rx, &data, 2);
     assert_eq!(ring.has_room(), Some(true));
     let threads = std::fs::read_dir("/proc/self/task").unwrap();
     let names: Vec<String> = threads

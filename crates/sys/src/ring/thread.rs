@@ -4,7 +4,7 @@
 
 use std::io;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
@@ -34,7 +34,7 @@ impl ThreadDriver {
         let stop_fd = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("sepia-disk-ring".into())
-            .spawn(move || run(weak, &ring_fd, &stop_fd))?;
+            .spawn(move || run(DriverGuard::new(weak, true), &ring_fd, &stop_fd))?;
         Ok(ThreadDriver {
             stop,
             thread: Some(thread),
@@ -42,8 +42,7 @@ impl ThreadDriver {
     }
 }
 
-fn run(ring: Weak<ReadRing>, ring_fd: &OwnedFd, stop: &OwnedFd) {
-    let mut guard = DriverGuard::new(ring.clone(), true);
+fn run(mut guard: DriverGuard, ring_fd: &OwnedFd, stop: &OwnedFd) {
     loop {
         let mut fds = [
             PollFd::new(ring_fd, PollFlags::IN),
@@ -56,7 +55,7 @@ fn run(ring: Weak<ReadRing>, ring_fd: &OwnedFd, stop: &OwnedFd) {
                 return;
             }
         }
-        let Some(r) = ring.upgrade().filter(|_| fds[1].revents().is_empty()) else {
+        let Some(r) = guard.ring().filter(|_| fds[1].revents().is_empty()) else {
             guard.done = true;
             return;
         };
