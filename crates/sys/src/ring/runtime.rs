@@ -8,27 +8,34 @@
 //! cost a cold hit a wake-up of the thread and one back (bench/RESULTS.md, 2026-11-27).
 
 use std::io;
-use std::sync::Arc;
-use std::time::Duration;
-
 use std::os::fd::OwnedFd;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::runtime::Handle;
 use tokio::sync::Notify;
 
-use super::{DriverGuard, ReadRing, ThreadDriver};
+use super::guard::DriverGuard;
+use super::read_ring::ReadRing;
+use super::thread::ThreadDriver;
 
 /// How soon a failed submission is retried (`ReadRing::wants_retry`).
 const RETRY: Duration = Duration::from_millis(100);
 
 /// The driver; dropping it stops it.
 pub enum RingDriver {
-    /// A task on a runtime, stopped through this.
-    Runtime(Arc<Notify>),
+    Runtime {
+        /// Stops the task.
+        stop: Arc<Notify>,
+        /// The thread that took over if the task ended on its own ([`take_over`]).
+        takeover: Takeover,
+    },
     Thread(ThreadDriver),
 }
+
+type Takeover = Arc<Mutex<Option<ThreadDriver>>>;
 
 impl RingDriver {
     /// Drives `ring` from a task on `runtime`, or from a thread without one.
@@ -51,15 +58,48 @@ impl RingDriver {
         let flush = ring.flush_on_event_loop();
         // Made here, not in the task: a task dropped before it first runs (a runtime
         // shutting down) drops it too, and a thread takes over.
-        let guard = DriverGuard::new(Arc::downgrade(ring), false);
+        let takeover = Takeover::default();
+        let slot = Arc::downgrade(&takeover);
+        let on_end = Box::new(move |ring: &Arc<ReadRing>| take_over(ring, &slot));
+        let guard = DriverGuard::new(Arc::downgrade(ring), on_end);
         runtime.spawn(drive(fd, Arc::clone(&stop), flush, guard));
-        Ok(RingDriver::Runtime(stop))
+        Ok(RingDriver::Runtime { stop, takeover })
+    }
+
+    /// The thread that took over, if any (tests).
+    #[cfg(test)]
+    pub(crate) fn takeover(&self) -> Option<Takeover> {
+        match self {
+            RingDriver::Runtime { takeover, .. } => Some(Arc::clone(takeover)),
+            RingDriver::Thread(_) => None,
+        }
+    }
+}
+
+/// The task ended without being asked to (its runtime shut down, its descriptor failed, a
+/// panic): submissions go to the kernel inline from now on, and a thread takes completions,
+/// so that the reads in flight and later ones complete. The thread lives in the
+/// [`RingDriver`]'s `slot`, and stops with it; with the driver already dropped, nobody
+/// wants the ring driven any more.
+fn take_over(ring: &Arc<ReadRing>, slot: &Weak<Mutex<Option<ThreadDriver>>>) {
+    let Some(slot) = slot.upgrade() else {
+        return;
+    };
+    ring.flush_inline();
+    match ThreadDriver::start(ring) {
+        Ok(thread) => {
+            tracing::info!(
+                "disk reads' io_uring: its event loop's driver ended; a thread drives it"
+            );
+            *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(thread);
+        }
+        Err(e) => ring.die(&e.to_string()),
     }
 }
 
 impl Drop for RingDriver {
     fn drop(&mut self) {
-        if let RingDriver::Runtime(stop) = self {
+        if let RingDriver::Runtime { stop, .. } = self {
             // A permit if the task is not waiting: it stops at its next turn.
             stop.notify_one();
         }

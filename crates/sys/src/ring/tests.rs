@@ -1,4 +1,4 @@
-use std::io::Write;
+use std::io::{self, Write};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -418,15 +418,13 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
         return;
     };
     let stopped = RingDriver::start(&other, Some(rt.handle())).unwrap();
+    let takeover = stopped.takeover().expect("driven by the runtime");
     drop(stopped);
     rt.block_on(async {
         for _ in 0..10 {
             tokio::task::yield_now().await;
         }
     });
-    assert!(
-        other.fallback.lock().unwrap().is_none(),
-        "no thread took over"
-    );
+    assert!(takeover.lock().unwrap().is_none(), "no thread took over");
     drop(driver);
 }

@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 
 use rustix::event::{eventfd, poll, EventfdFlags, PollFd, PollFlags, Timespec};
 
-use super::{DriverGuard, ReadRing};
+use super::guard::DriverGuard;
+use super::read_ring::ReadRing;
 
 /// The thread; dropping it stops it (after the callbacks it is running).
 pub struct ThreadDriver {
@@ -34,7 +35,12 @@ impl ThreadDriver {
         let stop_fd = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("sepia-disk-ring".into())
-            .spawn(move || run(DriverGuard::new(weak, true), &ring_fd, &stop_fd))?;
+            .spawn(move || {
+                // A thread that ends on its own leaves the ring dead: reads then fail at
+                // once and the store reads with its threads (no thread restarts another).
+                let on_end = Box::new(|ring: &Arc<ReadRing>| ring.die("its thread ended"));
+                run(DriverGuard::new(weak, on_end), &ring_fd, &stop_fd)
+            })?;
         Ok(ThreadDriver {
             stop,
             thread: Some(thread),
