@@ -2,7 +2,7 @@
 //! flight (their buffers and files), those waiting for room, and the submission and
 //! reaping of their entries. It never runs a callback itself: what completed is handed
 //! back as [`Finished`], to be run once the lock is let go. The soundness argument is in
-//! the parent module's docs.
+//! `read_ring.rs`.
 
 use std::collections::VecDeque;
 use std::io;
@@ -49,7 +49,7 @@ pub(super) struct Driver {
     /// Set by a driver on an event loop: what `submit` wakes so that the entries queued in
     /// one turn of the loop reach the kernel together. `None`: `submit` flushes at once.
     pub(super) flush_later: Option<Arc<tokio::sync::Notify>>,
-    /// Nothing drives the ring any more (see `ReadRing::orphan`): reads fail at once.
+    /// Nothing drives the ring any more (see `ReadRing::die`): reads fail at once.
     pub(super) dead: bool,
 }
 

@@ -33,7 +33,7 @@ impl ReadRing {
     /// A ring for up to `depth` reads and `max_bytes` of buffers in flight, and a queue of
     /// up to `max_queued` more ([`ReadRing::has_room`]). Fails where io_uring or its read
     /// is unavailable (before Linux 5.6, `kernel.io_uring_disabled`, a seccomp filter).
-    /// Nothing completes until someone drives it (see "Who drives it").
+    /// Nothing completes until someone drives it (see the parent module's "Who drives it").
     pub fn new(depth: u32, max_queued: usize, max_bytes: usize) -> io::Result<ReadRing> {
         let depth = depth.clamp(1, 4096);
         // Completions get twice the entries (the kernel's default), so the completion

@@ -24,12 +24,14 @@ use super::thread::ThreadDriver;
 /// How soon a failed submission is retried (`ReadRing::wants_retry`).
 const RETRY: Duration = Duration::from_millis(100);
 
-/// The driver; dropping it stops it.
+/// The driver; dropping it stops it, after the callbacks it is running (a thread's are
+/// waited for).
 pub enum RingDriver {
+    /// A task on a runtime.
     Runtime {
         /// Stops the task.
         stop: Arc<Notify>,
-        /// The thread that took over if the task ended on its own ([`take_over`]).
+        /// The thread that took over if the task ended on its own (`take_over`).
         takeover: Takeover,
     },
     Thread(ThreadDriver),
@@ -79,13 +81,14 @@ impl RingDriver {
 /// The task ended without being asked to (its runtime shut down, its descriptor failed, a
 /// panic): submissions go to the kernel inline from now on, and a thread takes completions,
 /// so that the reads in flight and later ones complete. The thread lives in the
-/// [`RingDriver`]'s `slot`, and stops with it; with the driver already dropped, nobody
-/// wants the ring driven any more.
+/// [`RingDriver`]'s `takeover`, and stops with it. With the driver already dropped (the
+/// task had not yet seen its stop), nobody drives the ring any more: it is left dead, so
+/// that reads fail at once instead of waiting for a driver that will not come.
 fn take_over(ring: &Arc<ReadRing>, slot: &Weak<Mutex<Option<ThreadDriver>>>) {
-    let Some(slot) = slot.upgrade() else {
-        return;
-    };
     ring.flush_inline();
+    let Some(slot) = slot.upgrade() else {
+        return ring.die("its driver was dropped");
+    };
     match ThreadDriver::start(ring) {
         Ok(thread) => {
             tracing::info!(

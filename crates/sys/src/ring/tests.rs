@@ -413,7 +413,9 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
         names.iter().any(|n| n.starts_with("sepia-disk-ring")),
         "{names:?}"
     );
-    // A driver stopped on purpose orphans nothing.
+    let taken_over = driver.takeover().expect("driven by the runtime");
+    assert!(taken_over.lock().unwrap().is_some(), "a thread took over");
+    // A driver stopped on purpose: no thread takes over.
     let Some((other, rt)) = on_a_runtime() else {
         return;
     };
@@ -425,6 +427,35 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
             tokio::task::yield_now().await;
         }
     });
-    assert!(takeover.lock().unwrap().is_none(), "no thread took over");
+    assert!(
+        takeover.lock().unwrap().is_none(),
+        "a thread took over after a deliberate stop"
+    );
     drop(driver);
+}
+
+/// A driver dropped while its runtime ends before the task sees the stop: nobody drives
+/// the ring, so it says so (the store then reads with its threads) and refuses reads at
+/// once; the one already queued is answered when the ring goes.
+#[test]
+fn a_ring_whose_driver_was_dropped_before_its_runtime_ended_refuses_reads() {
+    let (file, data) = data_file(10_000);
+    let Some((ring, rt)) = on_a_runtime() else {
+        return;
+    };
+    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
+    let (tx, rx) = mpsc::channel();
+    ring.submit(read(&file, 0, 100, &tx));
+    drop(driver);
+    drop(rt);
+    assert_eq!(ring.has_room(), None);
+    ring.submit(read(&file, 100, 100, &tx));
+    let (at, _, r) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("refused at once");
+    assert_eq!(at, 100);
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::Interrupted);
+    drop(ring);
+    let (at, _, r) = recv(&rx);
+    assert_eq!((at, &r.unwrap()[..]), (0, &data[..100]));
 }
