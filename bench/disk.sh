@@ -169,7 +169,8 @@ restart_bench() {
 }
 
 # one_run NAME PORT BASE N PID: a measured run of wrk with $WRK_SCRIPT (uniform random
-# requests over the N objects unless a case says otherwise); appends a JSON record.
+# requests over the N objects unless a case says otherwise); appends a JSON record, and with
+# DEPTH_NAME set, the device's record over wrk's run (depth_start).
 WRK_SCRIPT=disk_uniform.lua
 one_run() {
     local name=$1 port=$2 base=$3 n=$4 pid=$5 c0 c1 l0 req logname=${LOG_NAME:-$1}
@@ -178,8 +179,10 @@ one_run() {
     local t0; t0=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
     local d0; d0=$(du -sb "$DISK_ROOT/hit-$name" 2> /dev/null | cut -f1 || true); d0=${d0:-0}
     c0=$(cpu_of "$pid")
+    [[ -n ${DEPTH_NAME:-} ]] && depth_start "$DEPTH_NAME"
     taskset -c "$LOAD_CPU" wrk -t2 -c"$CONNS" -d "$DURATION" -s "$BENCH_DIR/tools/$WRK_SCRIPT" \
         "http://127.0.0.1:$port" -- "$base" "$n" 2 > "$RUN/wrk-$name.txt" 2>&1
+    [[ -n ${DEPTH_NAME:-} ]] && depth_stop
     c1=$(cpu_of "$pid")
     local t1; t1=$(python3 "$BENCH_DIR/tools/disk_threads.py" "$pid")
     sleep 1
@@ -247,6 +250,15 @@ hitcost_bench() {
 
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
+# depth_start NAME ... depth_stop: what the device under $DISK_ROOT did meanwhile (reads/s,
+# KiB per read, block-layer ms per read, reads its driver held at once), one JSON line in
+# the results (tools/device_depth.py).
+depth_start() {
+    python3 "$BENCH_DIR/tools/device_depth.py" --path "$DISK_ROOT" --name "$1" >> "$RESULTS" &
+    DEPTH_PID=$!
+}
+depth_stop() { kill -TERM "$DEPTH_PID" 2> /dev/null; wait "$DEPTH_PID" || true; }
+
 # fio_randread NAME DIR BS BYTES EXTRA...: c=$CONNS random reads of BS over a file of BYTES in
 # DIR (the disk tier's file system), page cache dropped first; appends a JSON record.
 fio_randread() {
@@ -255,9 +267,11 @@ fio_randread() {
     # Written back before anything is measured (dropping the page cache leaves dirty pages).
     [[ -e $f ]] || { head -c "$bytes" /dev/urandom > "$f" && sync; }
     drop_caches
+    depth_start "$name"
     out=$(taskset -c "$TARGET_CPU" fio --name="$name" --filename="$f" --rw=randread --bs="$bs" \
         --size="$bytes" --time_based --runtime="$DURATION" --group_reporting \
         --output-format=json "$@" 2> /dev/null)
+    depth_stop
     iops=$(python3 -c 'import json,sys; print(round(json.load(sys.stdin)["jobs"][0]["read"]["iops"]))' <<< "$out")
     # fio's own CPU per read (user + system, µs): the kernel's share of any read of this size.
     local us; us=$(python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["usr_cpu"] + j["sys_cpu"]) * 1e4 / max(j["read"]["iops"], 1), 2))' <<< "$out")
@@ -316,7 +330,8 @@ cold_bench() {
                 perf stat -e "$COLD_STAT_EVENTS" -p "$SEPIA_PID" -o "$COLD_STAT-$size-$rep" -- sleep "$DURATION" > /dev/null 2> "$COLD_STAT-$size-$rep.log" &
                 perf_pid=$!
             fi
-            WRK_SCRIPT=disk_once.lua LOG_NAME="cold-$size" one_run "cold-once-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
+            DEPTH_NAME="cold-once-$size" WRK_SCRIPT=disk_once.lua LOG_NAME="cold-$size" \
+                one_run "cold-once-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
             if [[ -n $perf_pid ]]; then
                 wait "$perf_pid" || warn "perf exited with status $? (COLD_PERF / COLD_STAT)"
             fi
