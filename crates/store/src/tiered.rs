@@ -164,9 +164,9 @@ pub struct TieredConfig {
     pub max_queued_reads: usize,
     /// Reads of records not in the page cache go through an io_uring (any number in
     /// flight, driven by `reads_on`; `disk/ring_read.rs`) where the kernel allows it; the
-    /// read threads keep the reads it does not make. Falls back to the threads (logged) without it.
-    /// Off in [`TieredConfig::new`] (the store's tests drive the threads); the proxy's
-    /// `cache.disk_io` turns it on by default.
+    /// read threads keep the reads it does not make. Falls back to the threads (logged)
+    /// without it. Off in [`TieredConfig::new`] (the store's tests drive the threads); the
+    /// proxy's `cache.disk_io` turns it on by default.
     pub io_uring: bool,
     /// How long [`TieredStore::close`] may spend writing the earned objects still in memory.
     pub close_write_limit: std::time::Duration,

@@ -303,14 +303,15 @@ fn a_ring_driven_by_its_caller_runs_callbacks_on_the_driving_thread() {
     assert_eq!(rx.recv().unwrap(), me);
 }
 
-/// An undriven ring and a current-thread runtime to drive it on.
-fn on_a_runtime() -> Option<(Arc<ReadRing>, tokio::runtime::Runtime)> {
+/// A ring driven by a task on a current-thread runtime (the proxy's way).
+fn on_a_runtime() -> Option<(Arc<ReadRing>, tokio::runtime::Runtime, RingDriver)> {
     let ring = Arc::new(undriven(8, 1000, 1 << 20)?);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    Some((ring, rt))
+    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
+    Some((ring, rt, driver))
 }
 
 /// The proxy's way: a task on its runtime drives the ring, and callbacks run on the
@@ -318,10 +319,9 @@ fn on_a_runtime() -> Option<(Arc<ReadRing>, tokio::runtime::Runtime)> {
 #[test]
 fn a_ring_driven_by_a_runtime_completes_reads_on_its_worker() {
     let (file, data) = data_file(200_000);
-    let Some((ring, rt)) = on_a_runtime() else {
+    let Some((ring, rt, driver)) = on_a_runtime() else {
         return;
     };
-    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
     let (worker, got) = rt.block_on(async {
         let worker = std::thread::current().id();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -394,10 +394,9 @@ fn a_ring_driven_on_a_multi_thread_runtime_completes_reads_from_every_worker() {
 #[test]
 fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
     let (file, data) = data_file(10_000);
-    let Some((ring, rt)) = on_a_runtime() else {
+    let Some((ring, rt, driver)) = on_a_runtime() else {
         return;
     };
-    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
     let (tx, rx) = mpsc::channel();
     // Queued to the kernel, waiting for the driver's turn that will never come.
     ring.submit(read(&file, 0, 100, &tx));
@@ -416,10 +415,9 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
     let taken_over = driver.takeover().expect("driven by the runtime");
     assert!(taken_over.lock().unwrap().is_some(), "a thread took over");
     // A driver stopped on purpose: no thread takes over.
-    let Some((other, rt)) = on_a_runtime() else {
+    let Some((other, rt, stopped)) = on_a_runtime() else {
         return;
     };
-    let stopped = RingDriver::start(&other, Some(rt.handle())).unwrap();
     let takeover = stopped.takeover().expect("driven by the runtime");
     drop(stopped);
     rt.block_on(async {
@@ -431,6 +429,8 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
         takeover.lock().unwrap().is_none(),
         "a thread took over after a deliberate stop"
     );
+    // Alive until here: a ring already gone would let no thread take over either.
+    drop(other);
     drop(driver);
 }
 
@@ -440,10 +440,9 @@ fn a_ring_whose_runtime_shut_down_is_driven_by_a_thread_from_then_on() {
 #[test]
 fn a_ring_whose_driver_was_dropped_before_its_runtime_ended_refuses_reads() {
     let (file, data) = data_file(10_000);
-    let Some((ring, rt)) = on_a_runtime() else {
+    let Some((ring, rt, driver)) = on_a_runtime() else {
         return;
     };
-    let driver = RingDriver::start(&ring, Some(rt.handle())).unwrap();
     let (tx, rx) = mpsc::channel();
     ring.submit(read(&file, 0, 100, &tx));
     drop(driver);
