@@ -2,8 +2,13 @@
 """Simulates Sepia's memory + disk tiers on a trace, for choosing the disk's admission rule.
 
 Memory is S3-FIFO×32 as `sim.py` models it; an object it evicts goes to the disk by the rule
-under test, and a memory miss that the disk holds is a disk hit (promoted back into memory by
-the same admission as a fill, but for bodies of 1 MiB or more, sent from their segment). The disk is a log of 16 MiB segments in `size - size/32` bytes
+under test, and a memory miss that the disk holds is a disk hit, promoted back into memory by
+the same admission as a fill, but for bodies of `sendfile_min` (64 KiB) or more, which are
+sent from their segment (the proxy passes `cache.sendfile_min` as the store's
+`segment_body_min`). `--promote earned` tries promoting a disk hit only from its record's
+second hit since written: +0.14 points here at 64 + 384 MiB, which the replayer did not
+reproduce (bench/RESULTS.md, 2026-11-27, eleventh stop). The disk is a log of 16 MiB segments
+in `size - size/32` bytes
 (crates/store/src/disk): records are appended, the oldest segment is reclaimed when a new one
 would not fit, and its records hit since written are re-appended (FIFO with re-insertion).
 Rules (`Admission` in crates/store/src/disk/config.rs):
@@ -22,6 +27,7 @@ body + 300 bytes); at the replayer's default trace this model is within 1 point 
 measured ratios (bench/RESULTS.md, 2026-11-27).
 
     tiered_sim.py [--requests N] [--objects M] [--pairs 16:128,32:256,...] [--rules fill,earned]
+                  [--promote earned|every] [--seed S]
 """
 
 import argparse
@@ -36,7 +42,7 @@ import tracegen  # noqa: E402
 MIB = 1 << 20
 SEGMENT = 16 * MIB
 RECORD_OVERHEAD = 300
-SEGMENT_BODY_MIN = 1 * MIB
+SEGMENT_BODY_MIN = 64 * 1024  # cache.sendfile_min's default
 
 
 class Disk:
@@ -108,10 +114,12 @@ class Disk:
         return hot
 
     def lookup(self, oid):
+        """None when the disk does not hold `oid`, else whether its record was hit before."""
         entry = self.index.get(oid)
-        if entry is not None:
-            entry[1] = True
-        return entry is not None
+        if entry is None:
+            return None
+        before, entry[1] = entry[1], True
+        return before
 
     def demote(self, oid, size, earned):
         if oid in self.index:
@@ -122,7 +130,8 @@ class Disk:
             self.append(oid, length)
 
 
-def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=16 * MIB):
+def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=16 * MIB,
+        promote="every"):
     parts = [sim.S3FifoShard(memory // shards) for _ in range(shards)]
     disk = Disk(disk_size, rule, memory + disk_size)
     res, total = sim.Result(), 0
@@ -133,12 +142,15 @@ def run(requests, sizes, memory, disk_size, rule, shards=32, seed=1, max_object=
         if home.hit(oid):
             res.add(True, size)
             continue
-        on_disk = disk.lookup(oid)
+        hit_before = disk.lookup(oid)
+        on_disk = hit_before is not None
         res.add(on_disk, size)
         charge = sim.sepia_charge(size)
-        # A disk body of 1 MiB or more is sent from its segment, not promoted (tiered.rs,
-        # "Large bodies").
+        # A large disk body is sent from its segment, not promoted (tiered.rs, "Large
+        # bodies"); with `promote="earned"`, a small one only from its second hit.
         if charge > min(memory, max_object) or (on_disk and size >= SEGMENT_BODY_MIN):
+            continue
+        if on_disk and promote == "earned" and not hit_before:
             continue
         while total + charge > memory:
             victim = max(parts, key=sim.S3FifoShard.bytes)
@@ -161,6 +173,9 @@ def main():
     ap.add_argument("--pairs", default="16:128,32:256,64:384,64:1024",
                     help="memory:disk sizes in MiB, comma-separated")
     ap.add_argument("--rules", default="fill,earned,all")
+    ap.add_argument("--promote", default="every", choices=["every", "earned"],
+                    help="promote every small disk hit (the store's rule), or only from its "
+                         "record's second hit since written (an experiment)")
     a = ap.parse_args()
     _, sizes, requests = tracegen.generate(requests=a.requests, objects=a.objects, seed=a.seed)
     print(f"trace: {a.requests} requests over {a.objects} objects, seed {a.seed}")
@@ -170,10 +185,10 @@ def main():
         mem, disk = (int(x) * MIB for x in pair.split(":"))
         lru = sim.lru(requests, sizes, mem + disk, max_object=16 * MIB)
         for rule in a.rules.split(","):
-            r, written = run(requests, sizes, mem, disk, rule)
-            print(f"| {mem // MIB} + {disk // MIB} MiB | {rule} | {100 * r.object_ratio:.1f} % "
-                  f"| {100 * r.byte_ratio:.1f} % | {100 * lru.object_ratio:.1f} % "
-                  f"| {100 * lru.byte_ratio:.1f} % | {written / len(requests):.0f} B |", flush=True)
+            r, written = run(requests, sizes, mem, disk, rule, promote=a.promote)
+            print(f"| {mem // MIB} + {disk // MIB} MiB | {rule} | {100 * r.object_ratio:.2f} % "
+                  f"| {100 * r.byte_ratio:.2f} % | {100 * lru.object_ratio:.2f} % "
+                  f"| {100 * lru.byte_ratio:.2f} % | {written / len(requests):.0f} B |", flush=True)
 
 
 if __name__ == "__main__":
