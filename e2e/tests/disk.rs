@@ -514,3 +514,48 @@ fn disk_hits_past_the_page_cache_are_read_through_the_event_loops_io_uring() {
     let ring = cache["disk_ring_reads"].as_u64().unwrap();
     assert!(ring > 0, "no read went through the ring: {cache}");
 }
+
+/// A stale response read back from disk and revalidated (RFC 9111 §4.3.4): the 304 refreshes
+/// the copy the disk read put in memory, so the next request is a fresh memory hit, not a
+/// second revalidation of that copy's old head.
+#[test]
+fn a_304_for_a_response_read_from_disk_refreshes_it_once() {
+    let (origin, dir) = (Origin::start(), TempDir::new().unwrap());
+    let request = b"GET /revalidate/disk HTTP/1.1\r\nHost: site\r\n\r\n";
+    let mut sepia = start(&origin, dir.path());
+    let mut client = RawClient::connect(sepia.addr());
+    for _ in 0..2 {
+        client.send(request);
+        assert_eq!(client.read_response().header("X-Version"), Some("1"));
+    }
+    // Hit once: earned, so written at the clean stop.
+    assert!(sepia.terminate(Duration::from_secs(20)).is_some());
+    assert_eq!(origin.request_count(), 1);
+
+    let sepia = start(&origin, dir.path());
+    // Its max-age of 1 s has passed: the disk copy is stale.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let mut client = RawClient::connect(sepia.addr());
+    client.send(request);
+    let revalidated = client.read_response();
+    assert_eq!(revalidated.status, 200, "{}", revalidated.raw_head);
+    assert_eq!(revalidated.body, sepia_e2e::REVALIDATE_BODY);
+    assert_eq!(origin.request_count(), 2, "revalidated once");
+    let conditional = origin.requests().pop().unwrap();
+    assert_eq!(
+        conditional.header("If-None-Match"),
+        Some("\"v1\""),
+        "the copy came from disk"
+    );
+    client.send(request);
+    let again = client.read_response();
+    assert_eq!(again.header("X-Version"), Some("2"), "{}", again.raw_head);
+    assert_eq!(again.body, sepia_e2e::REVALIDATE_BODY);
+    assert_eq!(
+        origin.request_count(),
+        2,
+        "fresh after the 304: no second revalidation"
+    );
+    let lines = sepia.wait_for_log_lines(2, Duration::from_secs(10));
+    assert!(lines[1].contains("TCP_MEM_HIT"), "{lines:?}");
+}

@@ -30,8 +30,11 @@
 //!   record is exactly it (it was read from disk, or written already: `Object::on_disk`) is
 //!   not written again while the disk still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
-//!   `update` after a 304 updates memory, and when the object is not in memory (a disk
-//!   copy streamed without being kept) drops the disk copies. `lookup_no_fill` sees memory
+//!   `update` after a 304 updates memory (for a response read from disk, the copy the read
+//!   promoted: the same head, another handle), and when the object is not in memory (a disk
+//!   copy streamed without being kept) drops the disk copies. (The proxy's revalidation
+//!   republishes through its refresh fill instead; `update` is the `Store` contract the
+//!   conformance suite checks.) `lookup_no_fill` sees memory
 //!   and the remembered large bodies (below): it must answer at once, and a disk read does
 //!   not.
 //!
@@ -773,7 +776,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
             // record keeps the old one (after a restart it is revalidated again, once).
             return Some(updated);
         }
-        let updated = self.memory.update(primary, old, head, meta);
+        // A response read from disk was promoted as another handle on the same record:
+        // that copy is the one to refresh (see `MemoryStore::same_response`). The disk
+        // record keeps the old head, as a large body's does.
+        let stored = self.memory.same_response(primary, old);
+        let updated = self
+            .memory
+            .update(primary, stored.as_ref().unwrap_or(old), head, meta);
         if updated.is_none() {
             self.purge_disk(primary);
         }
