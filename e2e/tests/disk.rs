@@ -515,9 +515,9 @@ fn disk_hits_past_the_page_cache_are_read_through_the_event_loops_io_uring() {
     assert!(ring > 0, "no read went through the ring: {cache}");
 }
 
-/// A stale response read back from disk and revalidated (RFC 9111 §4.3.4): the 304 refreshes
-/// the copy the disk read put in memory, so the next request is a fresh memory hit, not a
-/// second revalidation of that copy's old head.
+/// A stale response read back from disk and revalidated (RFC 9111 §4.3.4): the response the
+/// 304 freshens is published in memory (the proxy's refresh fill), so the next request is a
+/// fresh memory hit, not a second revalidation of the disk copy's old head.
 #[test]
 fn a_304_for_a_response_read_from_disk_refreshes_it_once() {
     let (origin, dir) = (Origin::start(), TempDir::new().unwrap());

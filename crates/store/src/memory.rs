@@ -248,26 +248,6 @@ impl<M: Clone + Send + Sync + 'static> MemoryStore<M> {
         freed.is_some()
     }
 
-    /// The stored variant of `primary` that is the same response as `object`: `object`
-    /// itself, or a copy of it with the same head, secondary key and body length, as the
-    /// tiered store promotes from a disk read while handing the reader another handle. The
-    /// head holds the validators a 304 is matched against, so a copy with the same head is
-    /// what RFC 9111 §4.3.4 has a 304 update.
-    pub(crate) fn same_response(
-        &self,
-        primary: &[u8],
-        object: &Arc<Object<M>>,
-    ) -> Option<Arc<Object<M>>> {
-        let hash = self.inner.hasher.hash_one(primary);
-        let st = self.inner.shard(hash).read();
-        st.find_variant(hash, primary, |s| {
-            Arc::ptr_eq(s, object)
-                || (s.head() == object.head()
-                    && s.secondary() == object.secondary()
-                    && s.body_len() == object.body_len())
-        })
-    }
-
     /// Replaces the head and metadata of the stored object `old` after a 304 (RFC 9111
     /// §4.3.4), keeping its body chunks (shared, not copied), secondary key, queue
     /// position and hit frequency. Returns the new object, or `None` when `old` is no

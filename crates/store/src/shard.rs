@@ -356,20 +356,6 @@ impl<M> ShardState<M> {
         })
     }
 
-    /// The first variant stored under `primary` that `which` picks.
-    pub(crate) fn find_variant(
-        &self,
-        hash: u64,
-        primary: &[u8],
-        which: impl Fn(&Arc<Object<M>>) -> bool,
-    ) -> Option<Arc<Object<M>>> {
-        let entry = self.index.find(hash, |e| e.primary == primary)?;
-        entry.variants.iter().find_map(|&id| {
-            let s = self.policy.get(id)?;
-            which(&s.object).then(|| Arc::clone(&s.object))
-        })
-    }
-
     /// Whether exactly this object is still stored under `primary`.
     pub(crate) fn contains(&self, hash: u64, primary: &[u8], object: &Arc<Object<M>>) -> bool {
         self.slot_of(hash, primary, object).is_some()

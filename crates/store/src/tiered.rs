@@ -30,11 +30,12 @@
 //!   record is exactly it (it was read from disk, or written already: `Object::on_disk`) is
 //!   not written again while the disk still indexes its key.
 //! - `purge` and `remove_variant` remove every disk copy of the key (a tombstone is logged);
-//!   `update` after a 304 updates memory (for a response read from disk, the copy the read
-//!   promoted: the same head, another handle), and when the object is not in memory (a disk
-//!   copy streamed without being kept) drops the disk copies. (The proxy's revalidation
-//!   republishes through its refresh fill instead; `update` is the `Store` contract the
-//!   conformance suite checks.) `lookup_no_fill` sees memory
+//!   `update` after a 304 updates memory, and when the object is not in memory (a disk
+//!   copy streamed without being kept) drops the disk copies. A response read from disk is
+//!   not the object the read promoted (another handle), so `update` on it takes the second
+//!   way. The proxy does not call `update`: its revalidation publishes the freshened
+//!   response through a refresh fill (e2e `a_304_for_a_response_read_from_disk_refreshes_it_once`);
+//!   `update` is the `Store` contract the conformance suite checks. `lookup_no_fill` sees memory
 //!   and the remembered large bodies (below): it must answer at once, and a disk read does
 //!   not.
 //!
@@ -776,13 +777,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> Store<M> for TieredStore<M> {
             // record keeps the old one (after a restart it is revalidated again, once).
             return Some(updated);
         }
-        // A response read from disk was promoted as another handle on the same record:
-        // that copy is the one to refresh (see `MemoryStore::same_response`). The disk
-        // record keeps the old head, as a large body's does.
-        let stored = self.memory.same_response(primary, old);
-        let updated = self
-            .memory
-            .update(primary, stored.as_ref().unwrap_or(old), head, meta);
+        let updated = self.memory.update(primary, old, head, meta);
         if updated.is_none() {
             self.purge_disk(primary);
         }

@@ -171,52 +171,6 @@ fn an_earned_eviction_is_served_from_disk_then_from_memory() {
     assert!(s.disk_hits >= 1 && s.disk_writes >= 1, "{s:?}");
 }
 
-/// A 304 for a response just read from disk (RFC 9111 §4.3.4) refreshes the copy the read
-/// promoted into memory, and the disk keeps its record (the old head: it is revalidated
-/// again if served from there). `read` is how the proxy got the response it revalidated.
-fn refresh_after_disk_read(t: &Tiered, read: impl Fn(&Tiered) -> Arc<Object<Meta>>) {
-    let body = pattern(20_000, 3);
-    demote(t, b"/stale", &body);
-    let old = read(t);
-    assert_eq!(body_of(&old), body);
-    let new = t
-        .update(b"/stale", &old, conformance::head("304"), 7)
-        .expect("the promoted copy is refreshed");
-    let hit = expect_hit(t.lookup(b"/stale", &any));
-    assert!(Arc::ptr_eq(&hit, &new), "memory serves the refreshed copy");
-    assert_eq!(
-        (hit.head(), *hit.meta(), body_of(&hit)),
-        (&conformance::head("304"), 7, body)
-    );
-    let disk = &t.store.disks()[0];
-    assert!(
-        !disk.locate(disk.hash(b"/stale")).is_empty(),
-        "the disk copy stays"
-    );
-}
-
-#[test]
-fn a_304_for_a_disk_read_refreshes_its_memory_copy_and_keeps_the_disk_copy() {
-    refresh_after_disk_read(&tiered(64 << 10, 32 << 10), |t| {
-        let Lookup::Pending(reader) = t.lookup(b"/stale", &any) else {
-            panic!("expected a disk read");
-        };
-        runtime().block_on(reader.into_object()).unwrap()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = TieredConfig::new(
-        memory_cfg(64 << 10, 32 << 10, 1),
-        vec![disk_cfg(dir.path())],
-    );
-    refresh_after_disk_read(&open_loaded(dir, cfg), |t| {
-        let Lookup::Hit(hit) = t.lookup(b"/stale", &any) else {
-            panic!("a cached record is answered at once");
-        };
-        assert!(hit.read_from_disk());
-        hit
-    });
-}
-
 #[test]
 fn a_corrupt_disk_copy_hands_the_fill_to_the_requester() {
     let t = tiered(64 << 10, 32 << 10);
