@@ -139,12 +139,30 @@ impl Shared {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Gives the disk up: logged once, counted, the index emptied so every lookup misses.
+    /// Gives the disk up: logged once, counted, the index emptied so every lookup misses,
+    /// and its records disowned for the next start. A failed disk writes nothing more, so
+    /// the purges and invalidations from now on (RFC 9111 §4.4) never reach it: were it
+    /// trusted at the next open, a response purged meanwhile would be served again. Its
+    /// `meta` file goes (one unlink, which works on a full disk too), and an open without it
+    /// removes every segment and the checkpoint (`recover::meta_key`). Where even that
+    /// fails (the directory gone, the device dead), the log says so.
     pub(crate) fn fault(&self, what: &str, err: &io::Error) {
         self.counters.faults.fetch_add(1, Relaxed);
         if !self.counters.failed.swap(true, Relaxed) {
-            tracing::error!(disk = %self.cfg.path.display(), "disk cache failed ({what}): {err}; no longer used");
+            let path = self.cfg.path.display();
+            tracing::error!(
+                disk = %path,
+                "disk cache failed ({what}): {err}; no longer used, emptied at the next start"
+            );
             self.index.retain(|_| false);
+            match std::fs::remove_file(self.cfg.path.join("meta")) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => tracing::error!(
+                    disk = %path,
+                    "the failed disk's records could not be disowned ({e}): the next start \
+                     uses them, without the purges made until then"
+                ),
+                _ => {}
+            }
         }
     }
 

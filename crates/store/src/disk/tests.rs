@@ -371,6 +371,37 @@ fn directory_gone_fails_the_disk_without_panicking() {
     ));
 }
 
+/// A failed disk writes nothing more, so a purge made after the fault never reaches it: its
+/// records must not be trusted at the next open (`Shared::fault`).
+#[test]
+fn a_failed_disk_starts_empty_so_a_purge_it_missed_cannot_come_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put(&e, "purged");
+    put(&e, "kept");
+    e.sync(true);
+    assert_eq!(check(&e, "purged"), Some(true));
+    e.shared
+        .fault("write", &io::Error::other("injected for the test"));
+    e.purge(b"purged");
+    drop(e);
+    let e = open(cfg(dir.path()));
+    assert_eq!(
+        check(&e, "purged"),
+        None,
+        "a purge the failed disk missed is undone"
+    );
+    assert_eq!(
+        check(&e, "kept"),
+        None,
+        "the failed disk's records are disowned"
+    );
+    assert_eq!(e.stats().failed, 0, "a fresh disk");
+    put(&e, "new");
+    e.sync(false);
+    assert_eq!(check(&e, "new"), Some(true));
+}
+
 #[test]
 fn write_budget_skips_and_counts() {
     let dir = tempfile::tempdir().unwrap();
