@@ -4,8 +4,8 @@ use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -95,6 +95,9 @@ pub(crate) struct Queue {
 pub(crate) struct Shared {
     pub(crate) cfg: DiskConfig,
     pub(crate) key: (u64, u64),
+    /// This process holds the directory's lock: from the open, or once a waiting writer
+    /// took it over (`writer::run`). Only then does a fault disown the disk.
+    pub(crate) owns_dir: AtomicBool,
     pub(crate) index: Index,
     pub(crate) segs: RwLock<HashMap<u32, Arc<SegFile>>>,
     pub(crate) queue: Mutex<Queue>,
@@ -145,7 +148,8 @@ impl Shared {
     /// trusted at the next open, a response purged meanwhile would be served again. Its
     /// `meta` file goes (one unlink, which works on a full disk too), and an open without it
     /// removes every segment and the checkpoint (`recover::meta_key`). Where even that
-    /// fails (the directory gone, the device dead), the log says so.
+    /// fails (the directory gone, the device dead, a file system remounted read-only), the
+    /// log says so. Only while this process holds the directory's lock (`owns_dir`).
     pub(crate) fn fault(&self, what: &str, err: &io::Error) {
         self.counters.faults.fetch_add(1, Relaxed);
         if !self.counters.failed.swap(true, Relaxed) {
@@ -155,13 +159,17 @@ impl Shared {
                 "disk cache failed ({what}): {err}; no longer used, emptied at the next start"
             );
             self.index.retain(|_| false);
-            match std::fs::remove_file(self.cfg.path.join("meta")) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => tracing::error!(
+            // Only by the process holding the directory's lock: one still waiting for it
+            // (a binary upgrade) must not touch the other process's disk.
+            if !self.owns_dir.load(Relaxed) {
+                return;
+            }
+            if let Err(e) = std::fs::remove_file(self.cfg.path.join("meta")) {
+                tracing::error!(
                     disk = %path,
                     "the failed disk's records could not be disowned ({e}): the next start \
                      uses them, without the purges made until then"
-                ),
-                _ => {}
+                );
             }
         }
     }
@@ -217,9 +225,12 @@ impl DiskEngine {
             Ok(lock) => (Locking::Held(lock), super::recover::meta_key(&cfg.path)?),
             // The holder made the meta file when it opened the disk, and never rewrites a
             // valid one: its key is read, and nothing else is touched, until the lock is ours.
+            // No meta file: the holder failed with the disk and disowned it (`fault`), so the
+            // disk starts empty once the lock is ours, under a key of this process
+            // (`recover::adopt_key`, also when the holder disowns it meanwhile).
             Err(busy) if wait == LockWait::Wait => match super::recover::read_meta(&cfg.path) {
                 Some(key) => (Locking::Waiting(busy), key),
-                None => return Err(busy.error(&cfg.path)),
+                None => (Locking::Waiting(busy), super::recover::random_key()),
             },
             Err(busy) => return Err(busy.error(&cfg.path)),
         };
@@ -228,6 +239,7 @@ impl DiskEngine {
         let shared = Arc::new(Shared {
             cfg,
             key,
+            owns_dir: AtomicBool::new(matches!(lock, Locking::Held(_))),
             index: Index::new(),
             segs: RwLock::new(HashMap::new()),
             queue: Mutex::new(Queue::default()),

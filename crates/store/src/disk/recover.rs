@@ -29,17 +29,34 @@ pub(crate) fn meta_key(dir: &Path) -> io::Result<(u64, u64)> {
     if let Some(key) = read_meta(dir) {
         return Ok(key);
     }
+    let key = random_key();
+    start_empty(dir, key)?;
+    Ok(key)
+}
+
+/// The disk's `meta` file holds `key`; otherwise (missing, damaged, another key: the disk
+/// was disowned by a process that failed with it, see `Shared::fault`) every segment and the
+/// checkpoint are removed and a `meta` with `key` is written. For a process that waited for
+/// the lock with a key of its own.
+pub(crate) fn adopt_key(dir: &Path, key: (u64, u64)) -> io::Result<()> {
+    match read_meta(dir) {
+        Some(found) if found == key => Ok(()),
+        _ => start_empty(dir, key),
+    }
+}
+
+/// Removes every segment and the checkpoint, then writes `meta` with `key` (last: a start
+/// cut short repeats the removal).
+fn start_empty(dir: &Path, key: (u64, u64)) -> io::Result<()> {
     for id in segment::list(dir)? {
         fs::remove_file(segment::seg_path(dir, id))?;
     }
     let _ = fs::remove_file(dir.join("checkpoint"));
-    let key = random_key();
     let mut b = META_MAGIC.to_vec();
     b.extend_from_slice(&key.0.to_le_bytes());
     b.extend_from_slice(&key.1.to_le_bytes());
     b.extend_from_slice(&crc32c::crc32c(&b).to_le_bytes());
-    write_durably(dir, "meta", &b)?;
-    Ok(key)
+    write_durably(dir, "meta", &b)
 }
 
 /// The hash key of a valid `meta` file, without changing anything.
@@ -54,7 +71,7 @@ pub(crate) fn read_meta(dir: &Path) -> Option<(u64, u64)> {
 }
 
 /// 128 random bits from the standard library's randomly keyed hasher (no extra crate).
-fn random_key() -> (u64, u64) {
+pub(crate) fn random_key() -> (u64, u64) {
     use std::hash::{BuildHasher, RandomState};
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

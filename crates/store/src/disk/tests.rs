@@ -462,19 +462,73 @@ fn a_waiting_engine_takes_over_once_the_holder_closes() {
     );
 }
 
-#[test]
-fn a_waiting_engine_closed_first_writes_nothing() {
+/// A disk held by `old`, with `kept` written and checkpointed, and `new` waiting for its
+/// lock (a binary upgrade's new process).
+fn held_and_waiting() -> (tempfile::TempDir, DiskEngine, DiskEngine) {
     let dir = tempfile::tempdir().unwrap();
     let old = open(cfg(dir.path()));
     put(&old, "kept");
     old.sync(true);
     let new = DiskEngine::open_with(cfg(dir.path()), super::LockWait::Wait).expect("open");
-    new.close();
-    drop(new);
-    old.close();
-    drop(old);
-    let e = open(cfg(dir.path()));
-    assert_eq!(check(&e, "kept"), Some(true));
+    (dir, old, new)
+}
+
+/// A waiting engine closed first, or failing first, never touches the holder's disk:
+/// `Shared::fault` disowns only a disk this process holds.
+#[test]
+fn a_waiting_engine_closed_first_or_failing_writes_nothing() {
+    for fails in [false, true] {
+        let (dir, old, new) = held_and_waiting();
+        if fails {
+            let injected = io::Error::other("injected for the test");
+            new.shared.fault("lock", &injected);
+        }
+        new.close();
+        drop(new);
+        old.close();
+        drop(old);
+        let e = open(cfg(dir.path()));
+        assert_eq!(check(&e, "kept"), Some(true), "fails: {fails}");
+    }
+}
+
+/// A binary upgrade after the old process's disk failed: the new process still starts (it
+/// waits for the lock with a key of its own), and takes the disk over empty. Before the
+/// fault and after it: the new process opens while the old one fails, too.
+#[test]
+fn an_upgrade_after_the_old_process_failed_with_the_disk_takes_it_over_empty() {
+    for fault_first in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let old = open(cfg(dir.path()));
+        put(&old, "before");
+        old.sync(true);
+        let fault = || {
+            old.shared
+                .fault("write", &io::Error::other("injected for the test"));
+        };
+        if fault_first {
+            fault();
+        }
+        let new = DiskEngine::open_with(cfg(dir.path()), super::LockWait::Wait)
+            .expect("an upgrade is not refused");
+        if !fault_first {
+            fault();
+        }
+        drop(old);
+        assert!(new.wait_loaded(Duration::from_secs(10)));
+        assert_eq!(
+            check(&new, "before"),
+            None,
+            "the disowned disk starts empty"
+        );
+        assert_eq!(new.stats().failed, 0);
+        put(&new, "after");
+        new.sync(true);
+        assert_eq!(check(&new, "after"), Some(true));
+        drop(new);
+        let again = open(cfg(dir.path()));
+        assert_eq!(check(&again, "after"), Some(true), "kept under the new key");
+    }
 }
 
 fn put_head(e: &DiskEngine, key: &str, head: &'static str) {

@@ -87,7 +87,14 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
     let _lock = match lock {
         Locking::Held(lock) => lock,
         Locking::Waiting(busy) => match wait_for_lock(&shared, busy) {
-            Some(lock) => lock,
+            Some(lock) => {
+                // The previous process may have failed with the disk and disowned it.
+                if let Err(e) = super::recover::adopt_key(&shared.cfg.path, shared.key) {
+                    shared.fault("open", &e);
+                }
+                shared.owns_dir.store(true, Relaxed);
+                lock
+            }
             None => {
                 // Closed (or failed) before the other process let go: this process never
                 // touches the directory. Commands are still answered.
@@ -308,7 +315,17 @@ impl Writer {
         }
         let mut meta = Vec::new();
         object.encode_meta(&mut meta);
-        let body = object.body_chunks()?;
+        // The body may be in a file of the memory tier's (`cache.sendfile_dir`, maybe
+        // another file system): failing to read it is not this disk's fault, and a fault
+        // would disown the disk. The object is not written.
+        let body = match object.body_chunks() {
+            Ok(body) => body,
+            Err(e) => {
+                let disk = self.shared.cfg.path.display();
+                tracing::warn!(%disk, "a body to write to disk could not be read: {e}");
+                return Ok(());
+            }
+        };
         let parts = RecordParts {
             seq: 0,
             kind: KIND_OBJECT,
