@@ -96,7 +96,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: DiskConfig,
     pub(crate) key: (u64, u64),
     /// This process holds the directory's lock: from the open, or once a waiting writer
-    /// took it over (`writer::run`). Only then does a fault disown the disk.
+    /// took it over (`writer::run`; it stays set after the writer lets go at the end, when no
+    /// fault can follow). Only then does a fault disown the disk.
     pub(crate) owns_dir: AtomicBool,
     pub(crate) index: Index,
     pub(crate) segs: RwLock<HashMap<u32, Arc<SegFile>>>,
@@ -147,7 +148,8 @@ impl Shared {
     /// the purges and invalidations from now on (RFC 9111 §4.4) never reach it: were it
     /// trusted at the next open, a response purged meanwhile would be served again. Its
     /// `meta` file goes (one unlink, which works on a full disk too), and an open without it
-    /// removes every segment and the checkpoint (`recover::meta_key`). Where even that
+    /// removes every segment and the checkpoint (`recover::meta_key`, or `adopt_key` for a
+    /// process that waited for the lock). Where even that
     /// fails (the directory gone, the device dead, a file system remounted read-only), the
     /// log says so. Only while this process holds the directory's lock (`owns_dir`).
     pub(crate) fn fault(&self, what: &str, err: &io::Error) {
@@ -161,15 +163,17 @@ impl Shared {
             self.index.retain(|_| false);
             // Only by the process holding the directory's lock: one still waiting for it
             // (a binary upgrade) must not touch the other process's disk.
-            if !self.owns_dir.load(Relaxed) {
+            if !self.owns_dir.load(Acquire) {
                 return;
             }
-            if let Err(e) = std::fs::remove_file(self.cfg.path.join("meta")) {
-                tracing::error!(
+            // Not found: the directory went with it, and a start finds no records there.
+            match std::fs::remove_file(self.cfg.path.join("meta")) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => tracing::error!(
                     disk = %path,
                     "the failed disk's records could not be disowned ({e}): the next start \
                      uses them, without the purges made until then"
-                );
+                ),
+                _ => {}
             }
         }
     }
@@ -181,6 +185,12 @@ impl Shared {
             .get(&id)
             .cloned()
     }
+}
+
+/// Whether `dir` has no `meta` file at all (not merely one that cannot be read).
+fn meta_missing(dir: &std::path::Path) -> bool {
+    let found = std::fs::symlink_metadata(dir.join("meta"));
+    matches!(found, Err(e) if e.kind() == io::ErrorKind::NotFound)
 }
 
 /// A handle to one disk. Dropping it (or [`DiskEngine::close`]) flushes, seals the segment
@@ -225,12 +235,16 @@ impl DiskEngine {
             Ok(lock) => (Locking::Held(lock), super::recover::meta_key(&cfg.path)?),
             // The holder made the meta file when it opened the disk, and never rewrites a
             // valid one: its key is read, and nothing else is touched, until the lock is ours.
-            // No meta file: the holder failed with the disk and disowned it (`fault`), so the
-            // disk starts empty once the lock is ours, under a key of this process
-            // (`recover::adopt_key`, also when the holder disowns it meanwhile).
+            // No meta file at all: the holder failed with the disk and disowned it (`fault`),
+            // so the disk starts empty once the lock is ours, under a key of this process
+            // (`recover::adopt_key`, also when the holder disowns it meanwhile). A meta file
+            // that cannot be read or is damaged: refused, as the disk may be healthy.
             Err(busy) if wait == LockWait::Wait => match super::recover::read_meta(&cfg.path) {
                 Some(key) => (Locking::Waiting(busy), key),
-                None => (Locking::Waiting(busy), super::recover::random_key()),
+                None if meta_missing(&cfg.path) => {
+                    (Locking::Waiting(busy), super::recover::random_key())
+                }
+                None => return Err(busy.error(&cfg.path)),
             },
             Err(busy) => return Err(busy.error(&cfg.path)),
         };

@@ -531,6 +531,44 @@ fn an_upgrade_after_the_old_process_failed_with_the_disk_takes_it_over_empty() {
     }
 }
 
+/// A disk a waiting process took over is its own: a fault after the takeover disowns it.
+#[test]
+fn a_disk_taken_over_and_then_failing_starts_empty() {
+    let (dir, old, new) = held_and_waiting();
+    old.close();
+    drop(old);
+    assert!(new.wait_loaded(Duration::from_secs(10)));
+    assert_eq!(
+        check(&new, "kept"),
+        Some(true),
+        "taken over with its records"
+    );
+    new.shared
+        .fault("read", &io::Error::other("injected for the test"));
+    drop(new);
+    let e = open(cfg(dir.path()));
+    assert_eq!(
+        check(&e, "kept"),
+        None,
+        "disowned by the process that held it"
+    );
+}
+
+/// A waiting process that finds the holder's `meta` file damaged (not missing) is refused,
+/// as before: the holder's disk may be healthy, and adopting it would empty it.
+#[test]
+fn a_waiting_open_with_a_damaged_meta_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = open(cfg(dir.path()));
+    std::fs::write(dir.path().join("meta"), b"damaged").unwrap();
+    let refused = DiskEngine::open_with(cfg(dir.path()), super::LockWait::Wait);
+    assert_eq!(
+        refused.map(|_| ()).unwrap_err().kind(),
+        io::ErrorKind::ResourceBusy
+    );
+    drop(old);
+}
+
 fn put_head(e: &DiskEngine, key: &str, head: &'static str) {
     let obj = TestObj {
         head: Bytes::from_static(head.as_bytes()),

@@ -88,11 +88,16 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
         Locking::Held(lock) => lock,
         Locking::Waiting(busy) => match wait_for_lock(&shared, busy) {
             Some(lock) => {
+                shared.owns_dir.store(true, Release);
                 // The previous process may have failed with the disk and disowned it.
                 if let Err(e) = super::recover::adopt_key(&shared.cfg.path, shared.key) {
+                    // Disowned again (the lock is ours), and nothing is recovered.
                     shared.fault("open", &e);
+                    shared.shards_loaded.store(u64::MAX, Release);
+                    shared.counters.loading.store(false, Relaxed);
+                    let _held = lock;
+                    return idle(&shared);
                 }
-                shared.owns_dir.store(true, Relaxed);
                 lock
             }
             None => {
