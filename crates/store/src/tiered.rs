@@ -34,10 +34,10 @@
 //!   copy streamed without being kept) drops the disk copies. A response read from disk is
 //!   not the object the read promoted (another handle), so `update` on it takes the second
 //!   way. The proxy does not call `update`: its revalidation publishes the freshened
-//!   response through a refresh fill (e2e `a_304_for_a_response_read_from_disk_refreshes_it_once`);
-//!   `update` is the `Store` contract the conformance suite checks. `lookup_no_fill` sees memory
-//!   and the remembered large bodies (below): it must answer at once, and a disk read does
-//!   not.
+//!   response through a refresh fill (e2e
+//!   `a_304_for_a_response_read_from_disk_refreshes_it_once`); `update` is the `Store`
+//!   contract the conformance suite checks. `lookup_no_fill` sees memory and the
+//!   remembered large bodies (below): it must answer at once, and a disk read does not.
 //!
 //! # Large bodies
 //!

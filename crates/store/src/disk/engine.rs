@@ -147,11 +147,10 @@ impl Shared {
     /// and its records disowned for the next start. A failed disk writes nothing more, so
     /// the purges and invalidations from now on (RFC 9111 §4.4) never reach it: were it
     /// trusted at the next open, a response purged meanwhile would be served again. Its
-    /// `meta` file goes (one unlink, which works on a full disk too), and an open without it
-    /// removes every segment and the checkpoint (`recover::meta_key`, or `adopt_key` for a
-    /// process that waited for the lock). Where even that
-    /// fails (the directory gone, the device dead, a file system remounted read-only), the
-    /// log says so. Only while this process holds the directory's lock (`owns_dir`).
+    /// `meta` file goes (`recover::disown`: one unlink, which works on a full disk too), and
+    /// an open without it removes every segment and the checkpoint. Where even that fails
+    /// (the device dead, a file system remounted read-only), the log says so. Only while
+    /// this process holds the directory's lock (`owns_dir`).
     pub(crate) fn fault(&self, what: &str, err: &io::Error) {
         self.counters.faults.fetch_add(1, Relaxed);
         if !self.counters.failed.swap(true, Relaxed) {
@@ -166,14 +165,12 @@ impl Shared {
             if !self.owns_dir.load(Acquire) {
                 return;
             }
-            // Not found: the directory went with it, and a start finds no records there.
-            match std::fs::remove_file(self.cfg.path.join("meta")) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => tracing::error!(
+            if let Err(e) = super::recover::disown(&self.cfg.path) {
+                tracing::error!(
                     disk = %path,
                     "the failed disk's records could not be disowned ({e}): the next start \
                      uses them, without the purges made until then"
-                ),
-                _ => {}
+                );
             }
         }
     }
@@ -185,12 +182,6 @@ impl Shared {
             .get(&id)
             .cloned()
     }
-}
-
-/// Whether `dir` has no `meta` file at all (not merely one that cannot be read).
-fn meta_missing(dir: &std::path::Path) -> bool {
-    let found = std::fs::symlink_metadata(dir.join("meta"));
-    matches!(found, Err(e) if e.kind() == io::ErrorKind::NotFound)
 }
 
 /// A handle to one disk. Dropping it (or [`DiskEngine::close`]) flushes, seals the segment
@@ -241,7 +232,7 @@ impl DiskEngine {
             // that cannot be read or is damaged: refused, as the disk may be healthy.
             Err(busy) if wait == LockWait::Wait => match super::recover::read_meta(&cfg.path) {
                 Some(key) => (Locking::Waiting(busy), key),
-                None if meta_missing(&cfg.path) => {
+                None if super::recover::meta_missing(&cfg.path) => {
                     (Locking::Waiting(busy), super::recover::random_key())
                 }
                 None => return Err(busy.error(&cfg.path)),

@@ -94,10 +94,10 @@
 //! directory gone; a deleted segment is noticed by its link count at each flush) is logged,
 //! counted, and marks the disk failed: its index is emptied, lookups miss, writes are
 //! dropped, and (by the process holding the directory's lock) its `meta` file is removed,
-//! so that the next open starts it empty (purges
-//! made after the fault never reached it; see `Shared::fault`). Nothing panics, and no
-//! caller waits on disk I/O (the writer has its own thread, reads complete on the event
-//! loop that drives the io_uring, or in `ReadPool`).
+//! so that the next open starts it empty (purges made after the fault never reached it;
+//! see `Shared::fault`). Nothing panics, and no caller waits on disk I/O (the writer has
+//! its own thread, reads complete on the event loop that drives the io_uring, or in
+//! `ReadPool`).
 //!
 //! # Reads off the event loop
 //!

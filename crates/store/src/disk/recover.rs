@@ -21,6 +21,8 @@ const CK_MAGIC: &[u8; 8] = b"SEPIACK2";
 const CK_FIXED: usize = 40;
 /// The fixed part and the shard directory (see [`write_checkpoint`]).
 const CK_HEADER: usize = CK_FIXED + 16 * SHARDS;
+/// The file holding the disk's hash key; without it the disk's records are not trusted.
+const META: &str = "meta";
 
 /// The disk's hash key from its `meta` file, made at random for a new disk. A missing or
 /// damaged meta file makes every segment and checkpoint unreadable (their hashes were made
@@ -56,12 +58,27 @@ fn start_empty(dir: &Path, key: (u64, u64)) -> io::Result<()> {
     b.extend_from_slice(&key.0.to_le_bytes());
     b.extend_from_slice(&key.1.to_le_bytes());
     b.extend_from_slice(&crc32c::crc32c(&b).to_le_bytes());
-    write_durably(dir, "meta", &b)
+    write_durably(dir, META, &b)
+}
+
+/// Disowns the disk's records for the next open, which removes them (`meta_key`,
+/// `adopt_key`): its `meta` file goes. One already gone is no error.
+pub(crate) fn disown(dir: &Path) -> io::Result<()> {
+    match fs::remove_file(dir.join(META)) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `dir` has no `meta` file at all (not merely one that cannot be read).
+pub(crate) fn meta_missing(dir: &Path) -> bool {
+    let found = fs::symlink_metadata(dir.join(META));
+    matches!(found, Err(e) if e.kind() == io::ErrorKind::NotFound)
 }
 
 /// The hash key of a valid `meta` file, without changing anything.
 pub(crate) fn read_meta(dir: &Path) -> Option<(u64, u64)> {
-    let b = fs::read(dir.join("meta")).ok()?;
+    let b = fs::read(dir.join(META)).ok()?;
     let valid = b.len() == 28
         && &b[..8] == META_MAGIC
         && crc32c::crc32c(&b[..24]).to_le_bytes() == b[24..28];

@@ -371,6 +371,12 @@ fn directory_gone_fails_the_disk_without_panicking() {
     ));
 }
 
+/// Gives `e`'s disk up as an I/O error in `what` would (`Shared::fault`).
+fn inject_fault(e: &DiskEngine, what: &str) {
+    e.shared
+        .fault(what, &io::Error::other("injected for the test"));
+}
+
 /// A failed disk writes nothing more, so a purge made after the fault never reaches it: its
 /// records must not be trusted at the next open (`Shared::fault`).
 #[test]
@@ -381,8 +387,7 @@ fn a_failed_disk_starts_empty_so_a_purge_it_missed_cannot_come_back() {
     put(&e, "kept");
     e.sync(true);
     assert_eq!(check(&e, "purged"), Some(true));
-    e.shared
-        .fault("write", &io::Error::other("injected for the test"));
+    inject_fault(&e, "write");
     e.purge(b"purged");
     drop(e);
     let e = open(cfg(dir.path()));
@@ -480,8 +485,7 @@ fn a_waiting_engine_closed_first_or_failing_writes_nothing() {
     for fails in [false, true] {
         let (dir, old, new) = held_and_waiting();
         if fails {
-            let injected = io::Error::other("injected for the test");
-            new.shared.fault("lock", &injected);
+            inject_fault(&new, "lock");
         }
         new.close();
         drop(new);
@@ -503,8 +507,7 @@ fn an_upgrade_after_the_old_process_failed_with_the_disk_takes_it_over_empty() {
         put(&old, "before");
         old.sync(true);
         let fault = || {
-            old.shared
-                .fault("write", &io::Error::other("injected for the test"));
+            inject_fault(&old, "write");
         };
         if fault_first {
             fault();
@@ -543,8 +546,7 @@ fn a_disk_taken_over_and_then_failing_starts_empty() {
         Some(true),
         "taken over with its records"
     );
-    new.shared
-        .fault("read", &io::Error::other("injected for the test"));
+    inject_fault(&new, "read");
     drop(new);
     let e = open(cfg(dir.path()));
     assert_eq!(

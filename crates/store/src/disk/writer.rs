@@ -84,21 +84,12 @@ pub(crate) struct Writer {
 /// holds it), loads the index, then writes until `Shutdown`. The lock is held until this
 /// returns (the engine is dropped) or the process ends.
 pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
-    let _lock = match lock {
-        Locking::Held(lock) => lock,
+    let (_lock, waited) = match lock {
+        Locking::Held(lock) => (lock, false),
         Locking::Waiting(busy) => match wait_for_lock(&shared, busy) {
             Some(lock) => {
                 shared.owns_dir.store(true, Release);
-                // The previous process may have failed with the disk and disowned it.
-                if let Err(e) = super::recover::adopt_key(&shared.cfg.path, shared.key) {
-                    // Disowned again (the lock is ours), and nothing is recovered.
-                    shared.fault("open", &e);
-                    shared.shards_loaded.store(u64::MAX, Release);
-                    shared.counters.loading.store(false, Relaxed);
-                    let _held = lock;
-                    return idle(&shared);
-                }
-                lock
+                (lock, true)
             }
             None => {
                 // Closed (or failed) before the other process let go: this process never
@@ -123,8 +114,17 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
         bytes_since_checkpoint: 0,
         budget_window: (Instant::now(), 0),
     };
-    if let Err(e) = super::recover::recover(&mut w) {
-        w.shared.fault("recovery", &e);
+    // A waiting process opened with a key of its own or the holder's; the holder may have
+    // failed with the disk and disowned it since. A failure here disowns it again (the lock
+    // is ours), and nothing is recovered.
+    let adopted = match waited {
+        true => super::recover::adopt_key(&w.shared.cfg.path, w.shared.key),
+        false => Ok(()),
+    };
+    let recovered = (adopted.map_err(|e| ("open", e)))
+        .and_then(|()| super::recover::recover(&mut w).map_err(|e| ("recovery", e)));
+    if let Err((what, e)) = recovered {
+        w.shared.fault(what, &e);
     }
     // Whatever recovery did, no lookup waits for a checkpoint any more.
     w.shared.shards_loaded.store(u64::MAX, Release);
