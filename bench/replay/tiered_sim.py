@@ -8,7 +8,8 @@ sent from their segment (the proxy passes `cache.sendfile_min` as the store's
 `segment_body_min`). `--promote earned` tries promoting a disk hit only from its record's
 second hit since written: +0.14 points here at 64 + 384 MiB, which the replayer did not
 reproduce (bench/RESULTS.md, 2026-11-27, eleventh stop). The disk is a log of 16 MiB segments
-in `size - size/32` bytes
+in its size less the checkpoint's reserve, which follows the records' average size
+(`DiskConfig::checkpoint_reserve`; `size / 32` before the twelfth stop)
 (crates/store/src/disk): records are appended, the oldest segment is reclaimed when a new one
 would not fit, and its records hit since written are re-appended (FIFO with re-insertion).
 Rules (`Admission` in crates/store/src/disk/config.rs):
@@ -47,7 +48,7 @@ SEGMENT_BODY_MIN = 64 * 1024  # cache.sendfile_min's default
 
 class Disk:
     def __init__(self, size, rule, horizon):
-        self.capacity = size - size // 32
+        self.size = size
         self.rule = rule
         self.index = {}  # oid -> [segment, hit since written]
         self.segments = {}  # id -> [(oid, record length)], oldest first (dicts keep order)
@@ -69,6 +70,14 @@ class Disk:
         self.ghost[0].add(oid)
         self.ghost_bytes += size
         return False
+
+    @property
+    def capacity(self):
+        """The size less the checkpoint's reserve and the meta file, as `data_capacity`."""
+        written = sum(self.sealed.values()) + self.active_end
+        average = max(64, (written + 64 * 4096) // (len(self.index) + 64))
+        reserve = max(16 << 10, 3 * (4096 + 17 * (self.size // average)))
+        return self.size - reserve - 4096
 
     @staticmethod
     def segment_limit(length):

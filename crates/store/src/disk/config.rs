@@ -53,17 +53,36 @@ impl DiskConfig {
         }
     }
 
-    /// Space kept for the checkpoint (two copies exist while a new one replaces the old).
-    pub(crate) fn checkpoint_reserve(&self) -> u64 {
-        (self.size_bytes / 32).max(16 << 10)
+    /// Space kept for the index checkpoint, for a disk whose `records` records take
+    /// `record_bytes` so far: two copies (the old one stays until the new one replaces it,
+    /// `recover::write_checkpoint`) of 17 bytes per record a full disk would hold, at the
+    /// records' average size so far (starting from a guess of 4 KiB), with half again
+    /// for dead records and smaller ones to come, plus the fixed part.
+    ///
+    /// Why not a fixed share of the size: a checkpoint is ~0.1 % of the records it indexes
+    /// at 15 KiB a record, so the `size / 32` kept before left 3 % of every disk unused, and
+    /// that 3 % was the replayer's margin over LRU at 64 + 384 MiB (bench/RESULTS.md,
+    /// twelfth stop). An estimate too low costs a skipped checkpoint (it is written only if
+    /// it fits within the size beside the segments), never the size.
+    pub(crate) fn checkpoint_reserve(&self, records: u64, record_bytes: u64) -> u64 {
+        const ENTRY: u64 = 17; // Index::dump_shard: a 16-byte slot and its bit in the bitmap
+        const FIXED: u64 = 4 << 10; // the header, the shard directory, each shard's lengths
+                                    // As if it held 64 records of 4 KiB besides: a guess until there are records.
+        let average = ((record_bytes + (64 << 12)) / (records + 64)).max(64);
+        let full = self.size_bytes / average;
+        (2 * (FIXED + ENTRY * full) * 3 / 2).max(16 << 10)
     }
 
-    /// Space for segments: the size minus the checkpoint reserve and the meta file.
-    pub(crate) fn data_capacity(&self) -> u64 {
-        self.size_bytes
-            .saturating_sub(self.checkpoint_reserve() + 4096)
+    /// Space for segments: the size minus the checkpoint's reserve (see
+    /// [`DiskConfig::checkpoint_reserve`]) and the meta file.
+    pub(crate) fn data_capacity(&self, records: u64, record_bytes: u64) -> u64 {
+        let reserve = self.checkpoint_reserve(records, record_bytes);
+        self.size_bytes.saturating_sub(reserve + META_BYTES)
     }
 }
+
+/// What the `meta` file takes on disk (one block).
+pub(crate) const META_BYTES: u64 = 4096;
 
 /// Which objects leaving memory a disk takes. Earned ones always (hit while in memory, or
 /// seen leaving unearned before: `tiered.rs`, `disk_ghost.rs`); this decides the rest.
@@ -135,6 +154,9 @@ pub struct DiskStats {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) bytes: AtomicU64,
+    /// Space for segments now (`DiskConfig::data_capacity` at the records held), published
+    /// by the writer.
+    pub(crate) capacity: AtomicU64,
     pub(crate) reads: AtomicU64,
     pub(crate) hits: AtomicU64,
     pub(crate) writes: AtomicU64,
@@ -171,5 +193,35 @@ impl Counters {
             loading: u64::from(self.loading.load(Relaxed)),
             ..DiskStats::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DiskConfig;
+
+    /// The reserve holds two checkpoints of the records a full disk would hold at their
+    /// average size: small beside large records, large beside tiny ones.
+    #[test]
+    fn the_checkpoint_reserve_follows_the_records_average_size() {
+        let c = DiskConfig::new("/x", 1 << 30);
+        let share =
+            |records, bytes| c.checkpoint_reserve(records, bytes) as f64 / (1u64 << 30) as f64;
+        // 15 KiB records (the replayer's average): 0.3 % of the disk, where size/32 was 3.1 %.
+        assert!(
+            share(10_000, 10_000 * (15 << 10)) < 0.004,
+            "{}",
+            share(10_000, 10_000 * (15 << 10))
+        );
+        // With no records, 4 KiB is assumed: 1.3 %.
+        assert!((0.01..0.015).contains(&share(0, 0)));
+        // 200-byte records: a checkpoint of 5.4M entries, twice, and half again: 25 %.
+        let tiny = share(1_000_000, 200_000_000);
+        assert!((0.2..0.3).contains(&tiny), "{tiny}");
+        assert_eq!(
+            DiskConfig::new("/x", 64 << 10).checkpoint_reserve(0, 0),
+            16 << 10
+        );
+        assert!(c.data_capacity(0, 0) + c.checkpoint_reserve(0, 0) < c.size_bytes);
     }
 }

@@ -215,7 +215,7 @@ impl DiskEngine {
     /// the writer thread, the index empty meanwhile (every lookup misses, demotions queue
     /// and then drop, purges are remembered and logged once the lock is taken).
     pub fn open_with(cfg: DiskConfig, wait: LockWait) -> io::Result<DiskEngine> {
-        if cfg.data_capacity() < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
+        if cfg.data_capacity(0, 0) < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "disk too small for two segments",
@@ -266,6 +266,8 @@ impl DiskEngine {
             rereads,
         });
         shared.counters.loading.store(true, Relaxed);
+        let capacity = shared.cfg.data_capacity(0, 0);
+        shared.counters.capacity.store(capacity, Relaxed);
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("sepia-disk-writer".into())
@@ -414,7 +416,7 @@ impl DiskEngine {
             // whole), what is queued and this object, and one more segment, without
             // reclaiming. The writer checks again (`has_unused_room`).
             let held = self.shared.counters.bytes.load(Relaxed) + q.write_bytes + size;
-            let room = held + cfg.segment_bytes <= cfg.data_capacity();
+            let room = held + cfg.segment_bytes <= self.shared.counters.capacity.load(Relaxed);
             if !room || q.write_bytes + size > cfg.queue_bytes / 2 {
                 return Enqueue::Full(object);
             }
@@ -439,8 +441,8 @@ impl DiskEngine {
     /// Bytes the disk can take without reclaiming what is written now: its segment space
     /// minus two segments (the one being written and the next).
     pub(crate) fn room_bytes(&self) -> u64 {
-        let cfg = &self.shared.cfg;
-        cfg.data_capacity().saturating_sub(2 * cfg.segment_bytes)
+        let capacity = self.shared.counters.capacity.load(Relaxed);
+        capacity.saturating_sub(2 * self.shared.cfg.segment_bytes)
     }
 
     /// Removes every record of `primary` from the index now, and logs a tombstone so the

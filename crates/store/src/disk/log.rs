@@ -54,7 +54,7 @@ impl Writer {
     /// the disk is full, filling that segment with unearned objects would make the next one
     /// reclaim.
     pub(super) fn has_unused_room(&self, len: u64) -> bool {
-        self.held_bytes() + self.segment_limit(len) <= self.shared.cfg.data_capacity()
+        self.held_bytes() + self.segment_limit(len) <= self.shared.counters.capacity.load(Relaxed)
     }
 
     /// The size of a segment opened for a record of `len` bytes: the usual size, or the
@@ -109,11 +109,11 @@ impl Writer {
     /// False when even an empty disk could not hold it.
     fn open_segment(&mut self, len: u64) -> io::Result<bool> {
         let limit = self.segment_limit(len);
-        let capacity = self.shared.cfg.data_capacity();
-        if limit > capacity {
+        if limit > self.capacity() {
             return Ok(false);
         }
-        while self.sealed.bytes() + limit > capacity {
+        // Each reclaim takes records out, and the checkpoint's reserve with them.
+        while self.sealed.bytes() + limit > self.capacity() {
             self.reclaim_oldest()?;
         }
         let id = self.next_seg;

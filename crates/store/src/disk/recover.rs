@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
+use super::config::META_BYTES;
 use super::engine::Shared;
 use super::format::{SummaryEntry, KIND_TOMBSTONE};
 use super::index::{Slot, SHARDS};
@@ -140,8 +141,12 @@ pub(crate) fn write_checkpoint(shared: &Shared, mark: (u32, u64), next_seq: u64)
         b[dir..dir + 8].copy_from_slice(&len.to_le_bytes());
         b[dir + 8..dir + 12].copy_from_slice(&crc.to_le_bytes());
     }
-    if b.len() as u64 > shared.cfg.checkpoint_reserve() / 2 {
-        tracing::warn!(disk = %shared.cfg.path.display(), "index checkpoint larger than its reserve: skipped");
+    // The old checkpoint stays until the new one replaces it: both must fit beside the
+    // segments (the one being written counted whole) within the size.
+    let old = fs::metadata(shared.cfg.path.join("checkpoint")).map_or(0, |m| m.len());
+    let held = shared.counters.bytes.load(Relaxed);
+    if held + old + b.len() as u64 + META_BYTES > shared.cfg.size_bytes {
+        tracing::warn!(disk = %shared.cfg.path.display(), bytes = b.len(), "index checkpoint does not fit within the disk's size: skipped");
         return Ok(());
     }
     let crc = crc32c::crc32c(&b[12..CK_HEADER]);

@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -647,9 +648,8 @@ fn a_record_written_after_its_purge_survives_a_crash_after_a_checkpoint() {
 #[test]
 fn a_hot_record_is_not_copied_past_the_newer_record_whose_write_reclaimed_it() {
     let dir = tempfile::tempdir().unwrap();
-    let c = cfg(dir.path());
-    let capacity = c.data_capacity();
-    let e = open(c);
+    let e = open(cfg(dir.path()));
+    let capacity = e.shared.counters.capacity.load(Relaxed);
     put_head(&e, "k", "v1");
     e.sync(false);
     let recs = e.read_all(b"k", u64::MAX); // a hit: reclaiming its segment would copy it
@@ -673,4 +673,78 @@ fn a_hot_record_is_not_copied_past_the_newer_record_whose_write_reclaimed_it() {
     let (head, records) = newest_head(&e, "k");
     assert_eq!(head.as_deref(), Some(&b"v2"[..]));
     assert_eq!(records, 1, "v1 was not copied after v2");
+}
+
+/// A disk of tiny records needs a checkpoint far larger than a fixed share of its size:
+/// the reserve follows the records' average size, so the checkpoint is written (the
+/// segments give way) and the directory still stays within the size.
+#[test]
+fn a_disk_of_tiny_records_keeps_its_checkpoint_within_the_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path());
+    let size = c.size_bytes;
+    let e = open(c);
+    for i in 0..40_000 {
+        let key = format!("t{i}");
+        assert!(try_put(&e, &key, key.as_bytes().repeat(8)), "queued {key}");
+        if i % 2_000 == 0 {
+            e.sync(false);
+        }
+    }
+    e.sync(false);
+    let before = e.stats().checkpoints;
+    e.sync(true);
+    let s = e.stats();
+    assert_eq!(
+        s.checkpoints,
+        before + 1,
+        "the checkpoint was written: {s:?}"
+    );
+    let checkpoint = std::fs::metadata(dir.path().join("checkpoint"))
+        .unwrap()
+        .len();
+    assert!(
+        checkpoint > size / 32,
+        "{checkpoint}: larger than the old fixed reserve's half"
+    );
+    assert!(
+        dir_bytes(dir.path()) <= size,
+        "{} > {size}",
+        dir_bytes(dir.path())
+    );
+    drop(e);
+    let e = open(cfg(dir.path()));
+    assert!(
+        check_small(&e, "t39999"),
+        "the newest record survives the restart"
+    );
+    assert!(dir_bytes(dir.path()) <= size);
+}
+
+/// Records of 16 KiB: the checkpoint's reserve is a fraction of a percent, so the segments
+/// take nearly the whole size (a fixed `size / 32` kept 3 % of it unused).
+#[test]
+fn a_disk_of_16_kib_records_fills_nearly_its_whole_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DiskConfig {
+        size_bytes: 16 << 20,
+        ..cfg(dir.path())
+    };
+    let size = c.size_bytes;
+    let e = open(c);
+    let mut most = 0;
+    for i in 0..1_200 {
+        assert!(try_put(&e, &format!("m{i}"), vec![i as u8; 16 << 10]));
+        if i % 20 == 0 {
+            e.sync(false);
+            most = most.max(e.stats().bytes);
+        }
+    }
+    e.sync(true);
+    assert!(most as f64 >= size as f64 * 0.985, "{most} of {size}");
+    assert!(
+        dir_bytes(dir.path()) <= size,
+        "{} > {size}",
+        dir_bytes(dir.path())
+    );
 }

@@ -428,8 +428,20 @@ impl Writer {
         self.sealed.bytes() + active
     }
 
+    /// Space for segments at the records held now (the checkpoint's reserve follows the
+    /// number of records: `DiskConfig::data_capacity`).
+    pub(super) fn capacity(&self) -> u64 {
+        let written = self.sealed.bytes() + self.active.as_ref().map_or(0, |a| a.end);
+        let records = self.shared.index.len() as u64;
+        self.shared.cfg.data_capacity(records, written)
+    }
+
+    /// Publishes the bytes held and the space for segments, for the demotions' admission
+    /// (`DiskEngine::enqueue_write`) and the stats.
     pub(crate) fn publish_bytes(&self) {
-        self.shared.counters.bytes.store(self.held_bytes(), Relaxed);
+        let c = &self.shared.counters;
+        c.bytes.store(self.held_bytes(), Relaxed);
+        c.capacity.store(self.capacity(), Relaxed);
     }
 
     /// Re-indexes a record found by recovery.
