@@ -93,6 +93,8 @@ mod memory_tests;
 #[cfg(test)]
 mod tiered_admission_tests;
 #[cfg(test)]
+mod tiered_homes_tests;
+#[cfg(test)]
 mod tiered_ring_tests;
 #[cfg(test)]
 mod tiered_segment_tests;

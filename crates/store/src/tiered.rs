@@ -102,6 +102,7 @@
 
 use std::borrow::Cow;
 use std::io;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -118,9 +119,11 @@ use crate::stats::StoreStats;
 use crate::store::{Lookup, Store};
 
 mod disk_read;
+mod homes;
 use disk_read::{
     fill_from_disk, fill_from_records, newest_usable, segment_object, SegmentBodies, SegmentTarget,
 };
+use homes::Homes;
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -157,7 +160,7 @@ impl Persist for u32 {
 pub struct TieredConfig {
     /// The memory tier.
     pub memory: StoreConfig,
-    /// The disks (a key lives on one, chosen by its hash).
+    /// The disks (a key lives on one, chosen by rendezvous hashing: `tiered/homes.rs`).
     pub disks: Vec<DiskConfig>,
     /// Threads that read from disk. Each blocking `pread` holds one, so this is the depth of
     /// the device queue a cold cache sees: with 2, 64 KiB hits after a page-cache drop ran at
@@ -234,7 +237,10 @@ impl<M: Persist + Send + Sync> crate::disk::Demoted for Object<M> {
 }
 
 struct Disks {
+    /// The disks that opened, in configured order.
     engines: Vec<Arc<DiskEngine>>,
+    /// Which of them a key lives on.
+    homes: Homes,
     pool: ReadPool,
     /// What drives the ring (declared first: it stops first), and the ring.
     #[allow(dead_code, reason = "held for its Drop, which stops it")]
@@ -244,13 +250,7 @@ struct Disks {
 
 impl Disks {
     fn index_for_key(&self, primary: &[u8]) -> Option<usize> {
-        match self.engines.len() {
-            0 => None,
-            // One disk (the usual case) needs no hash: this runs on every disk lookup and
-            // every eviction.
-            1 => Some(0),
-            n => Some(crc32c::crc32c(primary) as usize % n),
-        }
+        self.homes.home(primary)
     }
 
     fn for_key(&self, primary: &[u8]) -> Option<&Arc<DiskEngine>> {
@@ -341,12 +341,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
         let engines = disks
             .into_iter()
-            .filter_map(|d| {
+            .map(|d| {
                 let path = d.path.clone();
-                open_disk(d, cfg.lock_wait).unwrap_or_else(|e| {
+                let engine = open_disk(d, cfg.lock_wait).unwrap_or_else(|e| {
                     tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
                     None
-                })
+                });
+                (path, engine)
             })
             .collect();
         TieredStore::with_engines(cfg, engines, disk_bytes)
@@ -360,14 +361,22 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
         let mut engines = Vec::with_capacity(disks.len());
         for d in disks {
-            engines.extend(open_disk(d, cfg.lock_wait)?);
+            let path = d.path.clone();
+            engines.push((path, open_disk(d, cfg.lock_wait)?));
         }
         Ok(TieredStore::with_engines(cfg, engines, disk_bytes))
     }
 
-    fn with_engines(cfg: TieredConfig, engines: Vec<Arc<DiskEngine>>, disk_bytes: u64) -> Self {
+    /// `configured`: each configured disk's path and its engine, if it opened.
+    fn with_engines(
+        cfg: TieredConfig,
+        configured: Vec<(PathBuf, Option<Arc<DiskEngine>>)>,
+        disk_bytes: u64,
+    ) -> Self {
+        let (engines, homes) = Homes::split(configured);
         let (ring, ring_driver) = open_ring(&cfg, !engines.is_empty()).unzip();
         let disks = Arc::new(Disks {
+            homes,
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
             ring,
             ring_driver,
@@ -435,6 +444,12 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         }
     }
 
+    /// The index among [`TieredStore::disks`] of the disk `primary` lives on, if it opened.
+    #[cfg(test)]
+    pub(crate) fn home_of(&self, primary: &[u8]) -> Option<usize> {
+        self.disks.index_for_key(primary)
+    }
+
     /// The disks, for their counters, `sync`, `wait_loaded` and `close`.
     pub fn disks(&self) -> &[Arc<DiskEngine>] {
         &self.disks.engines
@@ -487,7 +502,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let mut room: Vec<u64> = self.disks.engines.iter().map(|d| d.room_bytes()).collect();
         for (primary, object) in earned {
             let Some(i) = self.disks.index_for_key(&primary) else {
-                break;
+                r.left += 1; // its disk did not open
+                continue;
             };
             let disk = &self.disks.engines[i];
             if object.on_disk().is_some_and(|hash| disk.maybe_has(hash)) {
@@ -725,9 +741,21 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         s
     }
 
+    /// Purges `primary` from its home disk (a tombstone even when not indexed: a write of
+    /// it may be queued) and from every other disk whose index holds it: records left there
+    /// while the key lived elsewhere (a disk added, or one that did not open at a start:
+    /// `tiered/homes.rs`) must not outlive the purge, or they would be served once the key
+    /// maps back to them.
     fn purge_disk(&self, primary: &[u8]) -> usize {
         self.bodies.remove(primary);
-        self.disks.for_key(primary).map_or(0, |d| d.purge(primary))
+        let home = self.disks.index_for_key(primary);
+        let engines = self.disks.engines.iter().enumerate();
+        engines
+            .map(|(i, d)| match Some(i) == home {
+                true => d.purge(primary),
+                false => d.purge_if_held(primary),
+            })
+            .sum()
     }
 }
 

@@ -470,6 +470,17 @@ impl DiskEngine {
         removed
     }
 
+    /// [`DiskEngine::purge`] on a disk that is not `primary`'s home: only when its index
+    /// may hold it (or is still loading), so that a purge costs the other disks no
+    /// tombstone for keys they never held.
+    pub(crate) fn purge_if_held(&self, primary: &[u8]) -> usize {
+        let loading = self.shared.counters.loading.load(Relaxed);
+        match loading || self.maybe_has(self.hash(primary)) {
+            true => self.purge(primary),
+            false => 0,
+        }
+    }
+
     /// Reads every indexed record of `primary` (blocking I/O: call it off the event loop).
     /// Records failing a checksum are dropped from the index; I/O errors fail the disk.
     /// A body of at least `segment_from` bytes that is not within the first read is left in
