@@ -58,7 +58,8 @@ pub struct StoreStats {
     /// written into room the disk had never used (`Admission::Fill`).
     pub disk_fill_writes: u64,
     pub disk_fill_write_bytes: u64,
-    /// Demotions skipped: daily write budget spent, or the write queue full.
+    /// Demotions skipped: daily write budget spent, the write queue full, or a body in a
+    /// file of the memory tier's that could not be read.
     pub disk_write_skips: u64,
     /// Disk records that failed their checksum (served as misses, dropped).
     pub disk_checksum_failures: u64,

@@ -305,7 +305,10 @@ fn open_disk(d: DiskConfig, wait: LockWait) -> io::Result<Option<Arc<DiskEngine>
 struct CloseWrites {
     earned: usize,
     on_disk: usize,
+    /// Queued for writing; of those, `unreadable` were not written (their body file could
+    /// not be read).
     written: usize,
+    unreadable: u64,
     bytes: u64,
     left: usize,
     elapsed: std::time::Duration,
@@ -474,7 +477,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         if !self.disks.engines.is_empty() {
             let r = self.write_earned();
             tracing::info!(
-                written = r.written,
+                queued = r.written,
+                unreadable = r.unreadable,
                 bytes = r.bytes,
                 earned = r.earned,
                 already_on_disk = r.on_disk,
@@ -499,6 +503,11 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             earned: earned.len(),
             ..CloseWrites::default()
         };
+        let unreadable = || -> u64 {
+            let disks = self.disks.engines.iter();
+            disks.map(|d| d.stats().unreadable_bodies).sum()
+        };
+        let unreadable_before = unreadable();
         let mut room: Vec<u64> = self.disks.engines.iter().map(|d| d.room_bytes()).collect();
         for (primary, object) in earned {
             let Some(i) = self.disks.index_for_key(&primary) else {
@@ -527,6 +536,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         for d in &self.disks.engines {
             d.sync(false);
         }
+        r.unreadable = unreadable() - unreadable_before;
         r.elapsed = start.elapsed();
         r
     }
@@ -733,7 +743,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
             s.disk_write_bytes += d.write_bytes;
             s.disk_fill_writes += d.fill_writes;
             s.disk_fill_write_bytes += d.fill_write_bytes;
-            s.disk_write_skips += d.budget_skips + d.queue_drops;
+            s.disk_write_skips += d.budget_skips + d.queue_drops + d.unreadable_bodies;
             s.disk_checksum_failures += d.checksum_failures;
             s.disk_faults += d.faults;
             s.disks_failed += d.failed;

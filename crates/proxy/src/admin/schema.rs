@@ -81,7 +81,7 @@ pub const FAMILIES: &[Family] = &[
     family("sepia_disk_ring_reads", Counter, &[], "Disk reads made through the io_uring (cache.disk_io)."),
     family("sepia_disk_writes", Counter, &[], "Records written to disk."),
     family("sepia_disk_write_bytes", Counter, &[], "Bytes written to disk."),
-    family("sepia_disk_write_skips", Counter, &[], "Demotions skipped (write budget spent or queue full)."),
+    family("sepia_disk_write_skips", Counter, &[], "Demotions skipped (write budget spent, queue full, or a body file that could not be read)."),
     family("sepia_disk_fill_writes", Counter, &[], "Of the records written, objects that had not earned a disk place, written into room the disk had never used (admission = \"fill\")."),
     family("sepia_disk_fill_write_bytes", Counter, &[], "Bytes of those records."),
     family("sepia_disk_checksum_failures", Counter, &[], "Disk records that failed their checksum."),

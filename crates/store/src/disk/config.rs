@@ -139,6 +139,9 @@ pub struct DiskStats {
     pub fill_write_bytes: u64,
     /// Demotions dropped because the write queue was full.
     pub queue_drops: u64,
+    /// Demotions not written because their body, in a file of the memory tier's
+    /// (`cache.sendfile_dir`), could not be read.
+    pub unreadable_bodies: u64,
     /// Records that failed a checksum (dropped from the index; a miss).
     pub checksum_failures: u64,
     /// I/O faults (ENOSPC, EIO, files gone or truncated).
@@ -166,6 +169,7 @@ pub(crate) struct Counters {
     pub(crate) fill_writes: AtomicU64,
     pub(crate) fill_write_bytes: AtomicU64,
     pub(crate) queue_drops: AtomicU64,
+    pub(crate) unreadable_bodies: AtomicU64,
     pub(crate) checksum_failures: AtomicU64,
     pub(crate) faults: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
@@ -186,6 +190,7 @@ impl Counters {
             fill_writes: self.fill_writes.load(Relaxed),
             fill_write_bytes: self.fill_write_bytes.load(Relaxed),
             queue_drops: self.queue_drops.load(Relaxed),
+            unreadable_bodies: self.unreadable_bodies.load(Relaxed),
             checksum_failures: self.checksum_failures.load(Relaxed),
             faults: self.faults.load(Relaxed),
             checkpoints: self.checkpoints.load(Relaxed),

@@ -748,3 +748,47 @@ fn a_disk_of_16_kib_records_fills_nearly_its_whole_size() {
         dir_bytes(dir.path())
     );
 }
+
+/// An object whose body lives in a file that cannot be read (the memory tier's
+/// `sendfile_dir` gone, say).
+struct UnreadableObj;
+
+impl Demoted for UnreadableObj {
+    fn secondary(&self) -> &[u8] {
+        b""
+    }
+    fn head(&self) -> &[u8] {
+        b"HEAD"
+    }
+    fn encode_meta(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"meta");
+    }
+    fn body_chunks(&self) -> io::Result<Cow<'_, [Bytes]>> {
+        Err(io::Error::from(io::ErrorKind::NotFound))
+    }
+    fn disk_size(&self) -> u64 {
+        1000
+    }
+}
+
+/// A body that cannot be read is not the disk's fault: the object is skipped and counted,
+/// and the disk goes on taking others.
+#[test]
+fn an_object_whose_body_cannot_be_read_is_skipped_and_counted_not_a_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..5 {
+        let key = Bytes::from(format!("u{i}"));
+        assert!(e.enqueue_write(key, Arc::new(UnreadableObj)));
+    }
+    put(&e, "after");
+    e.sync(false);
+    let s = e.stats();
+    assert_eq!(
+        (s.unreadable_bodies, s.faults, s.failed),
+        (5, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(check(&e, "u0"), None);
+    assert_eq!(check(&e, "after"), Some(true));
+}

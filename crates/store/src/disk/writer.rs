@@ -322,12 +322,16 @@ impl Writer {
         object.encode_meta(&mut meta);
         // The body may be in a file of the memory tier's (`cache.sendfile_dir`, maybe
         // another file system): failing to read it is not this disk's fault, and a fault
-        // would disown the disk. The object is not written.
+        // would disown the disk. The object is not written; counted, and logged at the
+        // 1st, 2nd, 4th, 8th... time, as a broken directory fails every such body.
         let body = match object.body_chunks() {
             Ok(body) => body,
             Err(e) => {
-                let disk = self.shared.cfg.path.display();
-                tracing::warn!(%disk, "a body to write to disk could not be read: {e}");
+                let n = 1 + (self.shared.counters.unreadable_bodies).fetch_add(1, Relaxed);
+                if n.is_power_of_two() {
+                    let disk = self.shared.cfg.path.display();
+                    tracing::warn!(%disk, so_far = n, "a body to write to disk could not be read: {e}");
+                }
                 return Ok(());
             }
         };
