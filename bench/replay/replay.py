@@ -433,7 +433,7 @@ def sepia_version(binary):
 # --- report ----------------------------------------------------------------------------------
 
 def pct(x):
-    return f"{100 * x:.1f} %"
+    return f"{100 * x:.2f} %"
 
 
 def cell(values):
@@ -442,7 +442,7 @@ def cell(values):
     med = values[len(values) // 2] if len(values) % 2 else sum(values[len(values) // 2 - 1:][:2]) / 2
     if len(values) == 1:
         return pct(med)
-    return f"{pct(med)} ({100 * values[0]:.1f}–{100 * values[-1]:.1f})"
+    return f"{pct(med)} ({100 * values[0]:.2f}–{100 * values[-1]:.2f})"
 
 
 def print_table(recs):

@@ -8,8 +8,8 @@ sent from their segment (the proxy passes `cache.sendfile_min` as the store's
 `segment_body_min`). `--promote earned` tries promoting a disk hit only from its record's
 second hit since written: +0.14 points here at 64 + 384 MiB, which the replayer did not
 reproduce (bench/RESULTS.md, 2026-11-27, eleventh stop). The disk is a log of 16 MiB segments
-in its size less the checkpoint's reserve, which follows the records' average size
-(`DiskConfig::checkpoint_reserve`; `size / 32` before the twelfth stop)
+in its size less the checkpoint on disk and room for the next, which follows the records'
+average size (`DiskConfig::next_checkpoint_room`; `size / 32` before the twelfth stop)
 (crates/store/src/disk): records are appended, the oldest segment is reclaimed when a new one
 would not fit, and its records hit since written are re-appended (FIFO with re-insertion).
 Rules (`Admission` in crates/store/src/disk/config.rs):
@@ -76,8 +76,10 @@ class Disk:
         """The size less the checkpoint's reserve and the meta file, as `data_capacity`."""
         written = sum(self.sealed.values()) + self.active_end
         average = max(64, (written + 64 * 4096) // (len(self.index) + 64))
-        reserve = max(16 << 10, 3 * (4096 + 17 * (self.size // average)))
-        return self.size - reserve - 4096
+        full = 17 * (self.size // average)
+        room = max(16 << 10, 3 * (4096 + max(full, 17 * len(self.index))) // 2)
+        on_disk = 4096 + 17 * len(self.index)  # the last checkpoint, about the index now
+        return self.size - on_disk - room - 4096
 
     @staticmethod
     def segment_limit(length):

@@ -434,6 +434,10 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         for (i, disk) in disks.engines.iter().enumerate() {
             let bodies = Arc::clone(&bodies);
             disk.on_reclaim(Box::new(move |seg| bodies.drop_segment(i, seg)));
+            if disks.homes.several() {
+                let homes = disks.homes.clone();
+                disk.home_of(Box::new(move |primary| homes.home(primary) == Some(i)));
+            }
         }
         TieredStore {
             memory: MemoryStore::with_evict_hook(cfg.memory, hook),

@@ -53,33 +53,47 @@ impl DiskConfig {
         }
     }
 
-    /// Space kept for the index checkpoint, for a disk whose `records` records take
-    /// `record_bytes` so far: two copies (the old one stays until the new one replaces it,
-    /// `recover::write_checkpoint`) of 17 bytes per record a full disk would hold, at the
-    /// records' average size so far (starting from a guess of 4 KiB), with half again
-    /// for dead records and smaller ones to come, plus the fixed part.
+    /// Room kept for the next index checkpoint: half again the larger of the index's own
+    /// checkpoint now (`index_bytes`, what `Index::dump_bytes` says) and the checkpoint of
+    /// the records a full disk would hold at their average size so far (`records` records
+    /// taking `record_bytes`, blended with a guess of 64 records of 4 KiB: 17 bytes each,
+    /// `Index::dump_shard`), plus the fixed part. The checkpoint on disk stays until the
+    /// next replaces it (`recover::write_checkpoint`), so it is kept room for besides
+    /// ([`DiskConfig::data_capacity`]).
     ///
     /// Why not a fixed share of the size: a checkpoint is ~0.1 % of the records it indexes
     /// at 15 KiB a record, so the `size / 32` kept before left 3 % of every disk unused, and
     /// that 3 % was the replayer's margin over LRU at 64 + 384 MiB (bench/RESULTS.md,
-    /// twelfth stop). An estimate too low costs a skipped checkpoint (it is written only if
-    /// it fits within the size beside the segments), never the size.
-    pub(crate) fn checkpoint_reserve(&self, records: u64, record_bytes: u64) -> u64 {
-        const ENTRY: u64 = 17; // Index::dump_shard: a 16-byte slot and its bit in the bitmap
-        const FIXED: u64 = 4 << 10; // the header, the shard directory, each shard's lengths
-                                    // As if it held 64 records of 4 KiB besides: a guess until there are records.
+    /// twelfth stop). A checkpoint that does not fit after all (records far smaller than
+    /// the average so far) is skipped, never written past the size.
+    pub(crate) fn next_checkpoint_room(
+        &self,
+        records: u64,
+        record_bytes: u64,
+        index_bytes: u64,
+    ) -> u64 {
+        const ENTRY: u64 = 17; // a 16-byte slot and its bit in the occupancy bitmap
         let average = ((record_bytes + (64 << 12)) / (records + 64)).max(64);
-        let full = self.size_bytes / average;
-        (2 * (FIXED + ENTRY * full) * 3 / 2).max(16 << 10)
+        let full = ENTRY * (self.size_bytes / average);
+        ((CHECKPOINT_FIXED + full.max(index_bytes)) * 3 / 2).max(16 << 10)
     }
 
-    /// Space for segments: the size minus the checkpoint's reserve (see
-    /// [`DiskConfig::checkpoint_reserve`]) and the meta file.
-    pub(crate) fn data_capacity(&self, records: u64, record_bytes: u64) -> u64 {
-        let reserve = self.checkpoint_reserve(records, record_bytes);
-        self.size_bytes.saturating_sub(reserve + META_BYTES)
+    /// Space for segments: the size less the meta file, the checkpoint on disk
+    /// (`checkpoint` bytes) and the room kept for the next one (`next`, see
+    /// [`DiskConfig::next_checkpoint_room`]).
+    pub(crate) fn data_capacity(&self, checkpoint: u64, next: u64) -> u64 {
+        self.size_bytes
+            .saturating_sub(META_BYTES + checkpoint + next)
+    }
+
+    /// [`DiskConfig::data_capacity`] of an empty disk, before recovery knows better.
+    pub(crate) fn initial_capacity(&self) -> u64 {
+        self.data_capacity(0, self.next_checkpoint_room(0, 0, 0))
     }
 }
+
+/// A checkpoint's header and shard directory, rounded up.
+const CHECKPOINT_FIXED: u64 = 4 << 10;
 
 /// What the `meta` file takes on disk (one block).
 pub(crate) const META_BYTES: u64 = 4096;
@@ -205,28 +219,38 @@ impl Counters {
 mod tests {
     use super::DiskConfig;
 
-    /// The reserve holds two checkpoints of the records a full disk would hold at their
-    /// average size: small beside large records, large beside tiny ones.
+    /// The room for the next checkpoint follows the records' average size: small beside
+    /// large records, large beside tiny ones, and never less than the index's own now.
     #[test]
-    fn the_checkpoint_reserve_follows_the_records_average_size() {
+    fn the_checkpoint_room_follows_the_records_average_size() {
         let c = DiskConfig::new("/x", 1 << 30);
-        let share =
-            |records, bytes| c.checkpoint_reserve(records, bytes) as f64 / (1u64 << 30) as f64;
-        // 15 KiB records (the replayer's average): 0.3 % of the disk, where size/32 was 3.1 %.
+        let share = |records, bytes, index| {
+            c.next_checkpoint_room(records, bytes, index) as f64 / (1u64 << 30) as f64
+        };
+        // 15 KiB records (the replayer's average): 0.16 % of the disk, where two copies in
+        // size/32 kept 3.1 %.
+        let mid = share(10_000, 10_000 * (15 << 10), 170_000);
+        assert!(mid < 0.002, "{mid}");
+        // With no records, 4 KiB is assumed: 0.6 %.
         assert!(
-            share(10_000, 10_000 * (15 << 10)) < 0.004,
+            (0.005..0.007).contains(&share(0, 0, 0)),
             "{}",
-            share(10_000, 10_000 * (15 << 10))
+            share(0, 0, 0)
         );
-        // With no records, 4 KiB is assumed: 1.3 %.
-        assert!((0.01..0.015).contains(&share(0, 0)));
-        // 200-byte records: a checkpoint of 5.4M entries, twice, and half again: 25 %.
-        let tiny = share(1_000_000, 200_000_000);
-        assert!((0.2..0.3).contains(&tiny), "{tiny}");
+        // 200-byte records: a checkpoint of 5.4M entries, and half again: 13 %.
+        let tiny = share(1_000_000, 200_000_000, 17_000_000);
+        assert!((0.1..0.15).contains(&tiny), "{tiny}");
+        // An index larger than the average predicts (dead records inflating it) counts.
+        let big_index = share(10_000, 10_000 * (15 << 10), 100 << 20);
+        assert!(big_index > 0.14, "{big_index}");
         assert_eq!(
-            DiskConfig::new("/x", 64 << 10).checkpoint_reserve(0, 0),
+            DiskConfig::new("/x", 64 << 10).next_checkpoint_room(0, 0, 0),
             16 << 10
         );
-        assert!(c.data_capacity(0, 0) + c.checkpoint_reserve(0, 0) < c.size_bytes);
+        let room = c.next_checkpoint_room(0, 0, 0);
+        assert_eq!(
+            c.initial_capacity(),
+            c.size_bytes - room - super::META_BYTES
+        );
     }
 }

@@ -92,6 +92,9 @@ pub(crate) struct Queue {
 }
 
 /// State shared by the engine handle, the writer thread and readers.
+/// Whether a disk is a key's home, by its primary key (`DiskEngine::home_of`).
+pub(crate) type IsHome = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
 pub(crate) struct Shared {
     pub(crate) cfg: DiskConfig,
     pub(crate) key: (u64, u64),
@@ -122,6 +125,8 @@ pub(crate) struct Shared {
     /// See `DiskEngine::on_reclaim`.
     #[allow(clippy::type_complexity)]
     pub(crate) on_reclaim: RwLock<Option<Box<dyn Fn(u32) + Send + Sync>>>,
+    /// See `DiskEngine::home_of`.
+    pub(crate) is_home: RwLock<Option<IsHome>>,
     /// Large records re-read past the page cache (see `reread.rs`).
     pub(crate) rereads: super::reread::Rereads,
 }
@@ -133,6 +138,12 @@ impl Shared {
 
     pub(crate) fn failed(&self) -> bool {
         self.counters.failed.load(Relaxed)
+    }
+
+    /// Whether this disk is `primary`'s home (see `DiskEngine::home_of`).
+    pub(crate) fn is_home(&self, primary: &[u8]) -> bool {
+        let hook = self.is_home.read().unwrap_or_else(PoisonError::into_inner);
+        hook.as_ref().is_none_or(|is_home| is_home(primary))
     }
 
     pub(crate) fn lock_shard_source(
@@ -215,7 +226,7 @@ impl DiskEngine {
     /// the writer thread, the index empty meanwhile (every lookup misses, demotions queue
     /// and then drop, purges are remembered and logged once the lock is taken).
     pub fn open_with(cfg: DiskConfig, wait: LockWait) -> io::Result<DiskEngine> {
-        if cfg.data_capacity(0, 0) < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
+        if cfg.initial_capacity() < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "disk too small for two segments",
@@ -263,10 +274,11 @@ impl DiskEngine {
             shard_source: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
             on_reclaim: RwLock::new(None),
+            is_home: RwLock::new(None),
             rereads,
         });
         shared.counters.loading.store(true, Relaxed);
-        let capacity = shared.cfg.data_capacity(0, 0);
+        let capacity = shared.cfg.initial_capacity();
         shared.counters.capacity.store(capacity, Relaxed);
         let for_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
@@ -603,6 +615,17 @@ impl DiskEngine {
             .on_reclaim
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Some(hook);
+    }
+
+    /// Says which keys this disk is home to, among several (`tiered/homes.rs`): a hot
+    /// record of another key is not re-written when its segment is reclaimed. Without it,
+    /// every key is.
+    pub(crate) fn home_of(&self, is_home: IsHome) {
+        *self
+            .shared
+            .is_home
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(is_home);
     }
 
     /// `Ok(None)`: a valid record of another key (a tag collision).

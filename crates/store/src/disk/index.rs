@@ -326,6 +326,17 @@ impl Index {
             .sum()
     }
 
+    /// The entries, and the bytes [`Index::dump_shard`] writes for all the shards.
+    pub(crate) fn dump_bytes(&self) -> (u64, u64) {
+        let per = |s: &RwLock<Table>| {
+            let t = s.read().unwrap_or_else(PoisonError::into_inner);
+            let bytes = 16 + 8 * t.slots.len().div_ceil(64) + 16 * t.len;
+            (t.len as u64, bytes as u64)
+        };
+        let each = self.shards.iter().map(per);
+        each.fold((0, 0), |(n, b), (tn, tb)| (n + tn, b + tb))
+    }
+
     /// Bytes the tables hold (what the index costs in RAM, besides a few hundred bytes).
     pub(crate) fn heap_bytes(&self) -> usize {
         let per = |s: &RwLock<Table>| {

@@ -37,6 +37,12 @@ impl Writer {
         let h = format::encode(&parts, &mut self.buf);
         let encoded = self.buf.split_off(start);
         let placed = self.place(hash, h.kind, h.seq, encoded)?;
+        self.place_reinserts()?;
+        Ok(placed)
+    }
+
+    /// Re-appends the hot records a reclaim took out (see [`Writer::append`]).
+    fn place_reinserts(&mut self) -> io::Result<()> {
         while let Some(hot) = self.reinsert.pop() {
             if self.has_record(hot.hash) || !self.budget_allows(hot.rec.len() as u64) {
                 continue;
@@ -44,7 +50,7 @@ impl Writer {
             self.place(hot.hash, KIND_OBJECT, hot.seq, hot.rec)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
-        Ok(placed)
+        Ok(())
     }
 
     /// Whether the disk still has room it has never used: another segment (one for a record
@@ -109,11 +115,12 @@ impl Writer {
     /// False when even an empty disk could not hold it.
     fn open_segment(&mut self, len: u64) -> io::Result<bool> {
         let limit = self.segment_limit(len);
-        if limit > self.capacity() {
-            return Ok(false);
-        }
-        // Each reclaim takes records out, and the checkpoint's reserve with them.
+        // Each reclaim takes records out, and changes the room kept for the checkpoint
+        // with them: with nothing left to reclaim, the record does not fit.
         while self.sealed.bytes() + limit > self.capacity() {
+            if self.sealed.oldest().is_none() {
+                return Ok(false);
+            }
             self.reclaim_oldest()?;
         }
         let id = self.next_seg;
@@ -133,6 +140,18 @@ impl Writer {
         });
         self.publish_bytes();
         Ok(true)
+    }
+
+    /// Reclaims the oldest segments while those held take more than the space for segments
+    /// (after recovery: the size lowered, or the checkpoint on disk larger than this run
+    /// keeps room for), then re-appends their hot records.
+    pub(super) fn fit_capacity(&mut self) -> io::Result<()> {
+        while self.held_bytes() > self.capacity() && self.sealed.oldest().is_some() {
+            self.reclaim_oldest()?;
+        }
+        self.place_reinserts()?;
+        self.publish_bytes();
+        Ok(())
     }
 
     /// Drops the oldest segment; its records that were hit since written are kept for
@@ -185,7 +204,11 @@ impl Writer {
             }
             let mut rec = vec![0u8; e.len as usize];
             segment::read_at(&seg.file, &mut rec, e.offset)?;
-            if format::verify_prefix(&rec).is_some() {
+            let verified = format::verify_prefix(&rec);
+            // A key another disk is home to now (`tiered/homes.rs`) is not kept here: its
+            // lookups go there, and purges reach this disk only while its index holds it.
+            let here = |h| self.shared.is_home(format::split_prefix(h, &rec).primary);
+            if verified.as_ref().is_some_and(here) {
                 self.reinsert.push(Hot {
                     hash: e.hash,
                     seq: e.seq,
@@ -225,6 +248,8 @@ impl Writer {
             ));
         }
         self.apply_pending();
+        // The records just indexed change the room kept for the checkpoint.
+        self.publish_bytes();
         Ok(())
     }
 

@@ -14,10 +14,12 @@
 //! in flight keeps its open file, so it never sees bytes of a later segment. Everything the
 //! engine keeps in PATH (segments reserved at their full size while written, two
 //! checkpoints while one replaces the other, the meta file) stays within `size_bytes`. The
-//! space kept for the checkpoints follows the records' average size (17 bytes of index per
-//! record a full disk would hold, `DiskConfig::checkpoint_reserve`): 0.3 % of a disk of
-//! 15 KiB records, a quarter of one of 200-byte records; a checkpoint that would not fit is
-//! skipped, not written past the size.
+//! space kept for checkpoints is the one on disk plus room for the next, which follows the
+//! records' average size (17 bytes of index per record a full disk would hold, half again:
+//! `DiskConfig::next_checkpoint_room`): 0.3 % of a disk of 15 KiB records, a fifth of one
+//! of 200-byte records. A checkpoint that would not fit is skipped, not written past the
+//! size; segments over the space at an open (a smaller size, a larger checkpoint) are
+//! reclaimed at once.
 //!
 //! # Records (little-endian, 16-byte aligned)
 //!

@@ -110,6 +110,11 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// The size of the checkpoint file in `dir` (0 when there is none).
+pub(crate) fn checkpoint_bytes(dir: &Path) -> u64 {
+    fs::metadata(dir.join("checkpoint")).map_or(0, |m| m.len())
+}
+
 /// The checkpoint, version 2: the index as it sits in RAM, shard by shard, so that a
 /// restart copies tables instead of re-inserting every entry, and each shard is usable
 /// as soon as it is loaded (the first hit does not wait for the whole index).
@@ -143,7 +148,7 @@ pub(crate) fn write_checkpoint(shared: &Shared, mark: (u32, u64), next_seq: u64)
     }
     // The old checkpoint stays until the new one replaces it: both must fit beside the
     // segments (the one being written counted whole) within the size.
-    let old = fs::metadata(shared.cfg.path.join("checkpoint")).map_or(0, |m| m.len());
+    let old = checkpoint_bytes(&shared.cfg.path);
     let held = shared.counters.bytes.load(Relaxed);
     if held + old + b.len() as u64 + META_BYTES > shared.cfg.size_bytes {
         tracing::warn!(disk = %shared.cfg.path.display(), bytes = b.len(), "index checkpoint does not fit within the disk's size: skipped");

@@ -675,6 +675,28 @@ fn a_hot_record_is_not_copied_past_the_newer_record_whose_write_reclaimed_it() {
     assert_eq!(records, 1, "v1 was not copied after v2");
 }
 
+/// Writes `n` records of a few dozen bytes (keys `t0`...), checked by `check_small`.
+fn put_tiny(e: &DiskEngine, n: usize) {
+    for i in 0..n {
+        let key = format!("t{i}");
+        assert!(try_put(e, &key, key.as_bytes().repeat(8)), "queued {key}");
+        if i % 2_000 == 0 {
+            e.sync(false);
+        }
+    }
+}
+
+/// Writes records of 32 KiB bodies (keys `L<i>` for `i` in `range`), and waits for them.
+fn put_large(e: &DiskEngine, range: std::ops::Range<usize>) {
+    for i in range {
+        assert!(try_put(e, &format!("L{i}"), vec![i as u8; 32 << 10]));
+        if i % 10 == 0 {
+            e.sync(false);
+        }
+    }
+    e.sync(false);
+}
+
 /// A disk of tiny records needs a checkpoint far larger than a fixed share of its size:
 /// the reserve follows the records' average size, so the checkpoint is written (the
 /// segments give way) and the directory still stays within the size.
@@ -684,13 +706,7 @@ fn a_disk_of_tiny_records_keeps_its_checkpoint_within_the_size() {
     let c = cfg(dir.path());
     let size = c.size_bytes;
     let e = open(c);
-    for i in 0..40_000 {
-        let key = format!("t{i}");
-        assert!(try_put(&e, &key, key.as_bytes().repeat(8)), "queued {key}");
-        if i % 2_000 == 0 {
-            e.sync(false);
-        }
-    }
+    put_tiny(&e, 40_000);
     e.sync(false);
     let before = e.stats().checkpoints;
     e.sync(true);
@@ -791,4 +807,111 @@ fn an_object_whose_body_cannot_be_read_is_skipped_and_counted_not_a_fault() {
     );
     assert_eq!(check(&e, "u0"), None);
     assert_eq!(check(&e, "after"), Some(true));
+}
+
+/// Tiny records, a checkpoint of them, then large records: the checkpoint on disk is far
+/// larger than the large records' own would be, and is kept room for until the next one
+/// replaces it. The directory stays within the size and the next checkpoint is written.
+#[test]
+fn a_shift_from_tiny_to_large_records_keeps_room_for_the_old_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cfg(dir.path());
+    let size = c.size_bytes;
+    let e = open(c);
+    put_tiny(&e, 40_000);
+    e.sync(true);
+    let before = e.stats().checkpoints;
+    for round in 0..40 {
+        put_large(&e, round * 10..round * 10 + 10);
+        let used = dir_bytes(dir.path());
+        assert!(used <= size, "{used} > {size}");
+    }
+    e.sync(true);
+    assert_eq!(
+        e.stats().checkpoints,
+        before + 1,
+        "the next checkpoint fits"
+    );
+    assert!(
+        dir_bytes(dir.path()) <= size,
+        "{} > {size}",
+        dir_bytes(dir.path())
+    );
+}
+
+/// A record a little smaller than the disk's space for segments while it holds large
+/// records (but larger than an empty disk's, with its 4 KiB guess): it is skipped, and the
+/// disk does not fail.
+#[test]
+fn a_record_that_fits_only_beside_large_records_is_skipped_not_a_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put_large(&e, 0..200);
+    let capacity = e.shared.counters.capacity.load(Relaxed);
+    let empty = e.shared.cfg.initial_capacity();
+    assert!(empty < capacity, "{empty} < {capacity}");
+    let body = ((empty + capacity) / 2 - 4096) as usize;
+    assert!(try_put(&e, "huge", vec![7u8; body]));
+    put(&e, "after");
+    e.sync(false);
+    let s = e.stats();
+    assert_eq!((s.faults, s.failed), (0, 0), "{s:?}");
+    assert_eq!(check(&e, "after"), Some(true));
+}
+
+/// A disk reopened with a smaller size gives the difference back at the open, before any
+/// write.
+#[test]
+fn a_disk_reopened_smaller_reclaims_at_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..750 {
+        put(&e, &format!("k{i}"));
+        if i % 50 == 0 {
+            e.sync(false);
+        }
+    }
+    e.sync(true);
+    assert!(dir_bytes(dir.path()) > 3 << 20, "{}", dir_bytes(dir.path()));
+    drop(e);
+    let smaller = DiskConfig {
+        size_bytes: 2 << 20,
+        ..cfg(dir.path())
+    };
+    let e = open(smaller);
+    assert!(
+        dir_bytes(dir.path()) <= 2 << 20,
+        "{}",
+        dir_bytes(dir.path())
+    );
+    assert_eq!(check(&e, "k749"), Some(true), "the newest records stay");
+    assert_eq!(check(&e, "k0"), None, "the oldest went");
+}
+
+/// Among several disks, a hot record of a key another disk is home to is not re-written at
+/// its segment's reclaim; one of a key this disk is home to is.
+#[test]
+fn a_hot_record_of_a_key_homed_elsewhere_is_not_rewritten_at_reclaim() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    e.home_of(Box::new(|primary| primary != b"elsewhere"));
+    put(&e, "elsewhere");
+    put(&e, "here");
+    e.sync(false);
+    assert_eq!(check(&e, "elsewhere"), Some(true)); // both hit: hot
+    assert_eq!(check(&e, "here"), Some(true));
+    for i in 0..900 {
+        put(&e, &format!("cold{i}"));
+        if i % 50 == 0 {
+            e.sync(false);
+        }
+    }
+    e.sync(false);
+    assert_eq!(
+        check(&e, "cold0"),
+        None,
+        "the first segments were reclaimed"
+    );
+    assert_eq!(check(&e, "here"), Some(true), "re-written");
+    assert_eq!(check(&e, "elsewhere"), None, "not re-written");
 }

@@ -77,6 +77,8 @@ pub(crate) struct Writer {
     pub(super) last_flush: Instant,
     last_checkpoint: Instant,
     pub(super) bytes_since_checkpoint: u64,
+    /// The checkpoint file's size: kept room for until the next one replaces it.
+    checkpoint_bytes: u64,
     budget_window: (Instant, u64),
 }
 
@@ -112,6 +114,7 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
         last_flush: Instant::now(),
         last_checkpoint: Instant::now(),
         bytes_since_checkpoint: 0,
+        checkpoint_bytes: 0,
         budget_window: (Instant::now(), 0),
     };
     // A waiting process opened with a key of its own or the holder's; the holder may have
@@ -123,6 +126,10 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
     };
     let recovered = (adopted.map_err(|e| ("open", e)))
         .and_then(|()| super::recover::recover(&mut w).map_err(|e| ("recovery", e)));
+    // The checkpoint on disk may be larger than this run would make it, and the size or
+    // the records' average smaller than the last run's: the segments give way at once.
+    w.checkpoint_bytes = super::recover::checkpoint_bytes(&w.shared.cfg.path);
+    let recovered = recovered.and_then(|()| w.fit_capacity().map_err(|e| ("recovery", e)));
     if let Err((what, e)) = recovered {
         w.shared.fault(what, &e);
     }
@@ -417,6 +424,8 @@ impl Writer {
         super::recover::write_checkpoint(&self.shared, mark, self.seq)?;
         self.last_checkpoint = Instant::now();
         self.bytes_since_checkpoint = 0;
+        self.checkpoint_bytes = super::recover::checkpoint_bytes(&self.shared.cfg.path);
+        self.publish_bytes();
         Ok(())
     }
 
@@ -432,12 +441,14 @@ impl Writer {
         self.sealed.bytes() + active
     }
 
-    /// Space for segments at the records held now (the checkpoint's reserve follows the
-    /// number of records: `DiskConfig::data_capacity`).
+    /// Space for segments now: the size less the meta file, the checkpoint on disk and
+    /// room for the next, which follows the records held (`DiskConfig::data_capacity`).
     pub(super) fn capacity(&self) -> u64 {
         let written = self.sealed.bytes() + self.active.as_ref().map_or(0, |a| a.end);
-        let records = self.shared.index.len() as u64;
-        self.shared.cfg.data_capacity(records, written)
+        let (records, index_bytes) = self.shared.index.dump_bytes();
+        let cfg = &self.shared.cfg;
+        let next = cfg.next_checkpoint_room(records, written, index_bytes);
+        cfg.data_capacity(self.checkpoint_bytes, next)
     }
 
     /// Publishes the bytes held and the space for segments, for the demotions' admission

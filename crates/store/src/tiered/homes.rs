@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// The configured disks in order, each with its weight seed and its engine's index among
 /// those that opened (`None`: not opened at this start).
+#[derive(Clone)]
 pub(super) struct Homes {
     slots: Vec<(u64, Option<usize>)>,
 }
@@ -35,16 +36,14 @@ impl Homes {
     pub(super) fn new<'a>(disks: impl IntoIterator<Item = (&'a Path, Option<usize>)>) -> Self {
         let slots = disks
             .into_iter()
-            .map(|(path, engine)| {
-                (
-                    mix(u64::from(crc32c::crc32c(
-                        path.as_os_str().as_encoded_bytes(),
-                    ))),
-                    engine,
-                )
-            })
+            .map(|(path, engine)| (seed(path), engine))
             .collect();
         Homes { slots }
+    }
+
+    /// Whether more than one disk is configured (else every key's home is the one).
+    pub(super) fn several(&self) -> bool {
+        self.slots.len() > 1
     }
 
     /// The index of the engine holding `primary`'s records, if its disk opened.
@@ -61,6 +60,15 @@ impl Homes {
             }
         }
     }
+}
+
+/// A disk's weight seed: its path as configured, with `//`, `/./` and a trailing `/`
+/// spelled out of it, so that `/d1` and `/d1/` are one disk.
+fn seed(path: &Path) -> u64 {
+    let path: PathBuf = path.components().collect();
+    mix(u64::from(crc32c::crc32c(
+        path.as_os_str().as_encoded_bytes(),
+    )))
 }
 
 /// SplitMix64's finaliser: spreads a 32-bit hash and a seed over 64 bits, so each disk
@@ -124,6 +132,13 @@ mod tests {
             }
         }
         assert!((6_000..7_300).contains(&moved), "{moved}");
+    }
+
+    #[test]
+    fn a_path_spelled_with_a_trailing_slash_is_the_same_disk() {
+        let plain = homes(&[("/a", Some(0)), ("/b", Some(1))]);
+        let slashed = homes(&[("/a/", Some(0)), ("/./b", Some(1))]);
+        assert!(keys().all(|k| plain.home(&k) == slashed.home(&k)));
     }
 
     #[test]
