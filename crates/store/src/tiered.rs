@@ -102,7 +102,6 @@
 
 use std::borrow::Cow;
 use std::io;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
@@ -286,11 +285,43 @@ fn open_ring(
     }
 }
 
+/// Opens the configured disks in order: the engines that opened, and the homes over all
+/// of them. A disk another process holds is an error with `busy_is_error`, else logged and
+/// left out like any disk that cannot be opened.
+fn open_disks(
+    disks: Vec<DiskConfig>,
+    wait: LockWait,
+    busy_is_error: bool,
+) -> io::Result<(Vec<Arc<DiskEngine>>, Homes)> {
+    let mut homes = Homes::new(disks.iter().map(|d| d.path.as_path()));
+    let mut engines = Vec::with_capacity(disks.len());
+    for (slot, d) in disks.into_iter().enumerate() {
+        let path = d.path.clone();
+        let engine = match open_disk(d, wait, homes.hook(slot)) {
+            Ok(engine) => engine,
+            Err(e) if busy_is_error => return Err(e),
+            Err(e) => {
+                tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
+                None
+            }
+        };
+        if let Some(engine) = engine {
+            homes.opened(slot, engines.len());
+            engines.push(engine);
+        }
+    }
+    Ok((engines, homes))
+}
+
 /// Opens one disk: `Ok(None)` (logged) when it cannot be used, `Err` when another process
 /// holds it (`ErrorKind::ResourceBusy`).
-fn open_disk(d: DiskConfig, wait: LockWait) -> io::Result<Option<Arc<DiskEngine>>> {
+fn open_disk(
+    d: DiskConfig,
+    wait: LockWait,
+    is_home: Option<crate::disk::IsHome>,
+) -> io::Result<Option<Arc<DiskEngine>>> {
     let path = d.path.clone();
-    match DiskEngine::open_with(d, wait) {
+    match DiskEngine::open_homed(d, wait, is_home) {
         Ok(engine) => Ok(Some(Arc::new(engine))),
         Err(e) if e.kind() == io::ErrorKind::ResourceBusy => Err(e),
         Err(e) => {
@@ -342,18 +373,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     pub fn open(mut cfg: TieredConfig) -> Self {
         let disks = std::mem::take(&mut cfg.disks);
         let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
-        let engines = disks
-            .into_iter()
-            .map(|d| {
-                let path = d.path.clone();
-                let engine = open_disk(d, cfg.lock_wait).unwrap_or_else(|e| {
-                    tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
-                    None
-                });
-                (path, engine)
-            })
-            .collect();
-        TieredStore::with_engines(cfg, engines, disk_bytes)
+        let (engines, homes) =
+            open_disks(disks, cfg.lock_wait, false).expect("only busy disks are errors");
+        TieredStore::with_engines(cfg, engines, homes, disk_bytes)
     }
 
     /// [`TieredStore::open`], except that a disk another Sepia holds is an error (naming
@@ -362,21 +384,16 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
     pub fn try_open(mut cfg: TieredConfig) -> io::Result<Self> {
         let disks = std::mem::take(&mut cfg.disks);
         let disk_bytes = disks.iter().map(|d| d.size_bytes).sum::<u64>();
-        let mut engines = Vec::with_capacity(disks.len());
-        for d in disks {
-            let path = d.path.clone();
-            engines.push((path, open_disk(d, cfg.lock_wait)?));
-        }
-        Ok(TieredStore::with_engines(cfg, engines, disk_bytes))
+        let (engines, homes) = open_disks(disks, cfg.lock_wait, true)?;
+        Ok(TieredStore::with_engines(cfg, engines, homes, disk_bytes))
     }
 
-    /// `configured`: each configured disk's path and its engine, if it opened.
     fn with_engines(
         cfg: TieredConfig,
-        configured: Vec<(PathBuf, Option<Arc<DiskEngine>>)>,
+        engines: Vec<Arc<DiskEngine>>,
+        homes: Homes,
         disk_bytes: u64,
     ) -> Self {
-        let (engines, homes) = Homes::split(configured);
         let (ring, ring_driver) = open_ring(&cfg, !engines.is_empty()).unzip();
         let disks = Arc::new(Disks {
             homes,
@@ -434,10 +451,6 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         for (i, disk) in disks.engines.iter().enumerate() {
             let bodies = Arc::clone(&bodies);
             disk.on_reclaim(Box::new(move |seg| bodies.drop_segment(i, seg)));
-            if disks.homes.several() {
-                let homes = disks.homes.clone();
-                disk.home_of(Box::new(move |primary| homes.home(primary) == Some(i)));
-            }
         }
         TieredStore {
             memory: MemoryStore::with_evict_hook(cfg.memory, hook),

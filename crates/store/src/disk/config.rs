@@ -227,8 +227,8 @@ mod tests {
         let share = |records, bytes, index| {
             c.next_checkpoint_room(records, bytes, index) as f64 / (1u64 << 30) as f64
         };
-        // 15 KiB records (the replayer's average): 0.16 % of the disk, where two copies in
-        // size/32 kept 3.1 %.
+        // 15 KiB records (the replayer's average): 0.16 % of the disk (with the checkpoint
+        // on disk, ~0.3 %), where size/32 kept 3.1 %.
         let mid = share(10_000, 10_000 * (15 << 10), 170_000);
         assert!(mid < 0.002, "{mid}");
         // With no records, 4 KiB is assumed: 0.6 %.
@@ -237,7 +237,8 @@ mod tests {
             "{}",
             share(0, 0, 0)
         );
-        // 200-byte records: a checkpoint of 5.4M entries, and half again: 13 %.
+        // 200-byte records: a checkpoint of 5.4M entries, and half again: 13 % (with the
+        // checkpoint on disk, a fifth).
         let tiny = share(1_000_000, 200_000_000, 17_000_000);
         assert!((0.1..0.15).contains(&tiny), "{tiny}");
         // An index larger than the average predicts (dead records inflating it) counts.

@@ -91,10 +91,11 @@ pub(crate) struct Queue {
     pub(crate) tombstones: HashMap<u64, usize>,
 }
 
-/// State shared by the engine handle, the writer thread and readers.
-/// Whether a disk is a key's home, by its primary key (`DiskEngine::home_of`).
+/// Whether a disk is a key's home, by its primary key, among several
+/// (`DiskEngine::open_homed`).
 pub(crate) type IsHome = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
+/// State shared by the engine handle, the writer thread and readers.
 pub(crate) struct Shared {
     pub(crate) cfg: DiskConfig,
     pub(crate) key: (u64, u64),
@@ -125,8 +126,8 @@ pub(crate) struct Shared {
     /// See `DiskEngine::on_reclaim`.
     #[allow(clippy::type_complexity)]
     pub(crate) on_reclaim: RwLock<Option<Box<dyn Fn(u32) + Send + Sync>>>,
-    /// See `DiskEngine::home_of`.
-    pub(crate) is_home: RwLock<Option<IsHome>>,
+    /// See `DiskEngine::open_homed`.
+    pub(crate) is_home: Option<IsHome>,
     /// Large records re-read past the page cache (see `reread.rs`).
     pub(crate) rereads: super::reread::Rereads,
 }
@@ -140,10 +141,9 @@ impl Shared {
         self.counters.failed.load(Relaxed)
     }
 
-    /// Whether this disk is `primary`'s home (see `DiskEngine::home_of`).
+    /// Whether this disk is `primary`'s home (see `DiskEngine::open_homed`).
     pub(crate) fn is_home(&self, primary: &[u8]) -> bool {
-        let hook = self.is_home.read().unwrap_or_else(PoisonError::into_inner);
-        hook.as_ref().is_none_or(|is_home| is_home(primary))
+        self.is_home.as_ref().is_none_or(|is_home| is_home(primary))
     }
 
     pub(crate) fn lock_shard_source(
@@ -226,6 +226,17 @@ impl DiskEngine {
     /// the writer thread, the index empty meanwhile (every lookup misses, demotions queue
     /// and then drop, purges are remembered and logged once the lock is taken).
     pub fn open_with(cfg: DiskConfig, wait: LockWait) -> io::Result<DiskEngine> {
+        DiskEngine::open_homed(cfg, wait, None)
+    }
+
+    /// [`DiskEngine::open_with`] for one of several disks, saying which keys it is home to
+    /// (`tiered/homes.rs`): a hot record of another key is not re-written when its segment
+    /// is reclaimed, from the first reclaim on (recovery's included). `None`: every key.
+    pub(crate) fn open_homed(
+        cfg: DiskConfig,
+        wait: LockWait,
+        is_home: Option<IsHome>,
+    ) -> io::Result<DiskEngine> {
         if cfg.initial_capacity() < 2 * cfg.segment_bytes || cfg.segment_bytes < 4096 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -274,7 +285,7 @@ impl DiskEngine {
             shard_source: Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
             on_reclaim: RwLock::new(None),
-            is_home: RwLock::new(None),
+            is_home,
             rereads,
         });
         shared.counters.loading.store(true, Relaxed);
@@ -615,17 +626,6 @@ impl DiskEngine {
             .on_reclaim
             .write()
             .unwrap_or_else(PoisonError::into_inner) = Some(hook);
-    }
-
-    /// Says which keys this disk is home to, among several (`tiered/homes.rs`): a hot
-    /// record of another key is not re-written when its segment is reclaimed. Without it,
-    /// every key is.
-    pub(crate) fn home_of(&self, is_home: IsHome) {
-        *self
-            .shared
-            .is_home
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(is_home);
     }
 
     /// `Ok(None)`: a valid record of another key (a tag collision).

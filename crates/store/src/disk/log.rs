@@ -42,7 +42,7 @@ impl Writer {
     }
 
     /// Re-appends the hot records a reclaim took out (see [`Writer::append`]).
-    fn place_reinserts(&mut self) -> io::Result<()> {
+    pub(super) fn place_reinserts(&mut self) -> io::Result<()> {
         while let Some(hot) = self.reinsert.pop() {
             if self.has_record(hot.hash) || !self.budget_allows(hot.rec.len() as u64) {
                 continue;
@@ -115,8 +115,14 @@ impl Writer {
     /// False when even an empty disk could not hold it.
     fn open_segment(&mut self, len: u64) -> io::Result<bool> {
         let limit = self.segment_limit(len);
-        // Each reclaim takes records out, and changes the room kept for the checkpoint
-        // with them: with nothing left to reclaim, the record does not fit.
+        // Nothing is reclaimed for a record that would not fit even once every segment went
+        // (the room kept for the checkpoint follows the records, so that is less than the
+        // space now when they are large).
+        let cfg = &self.shared.cfg;
+        let emptied = cfg.data_capacity(self.checkpoint_bytes, cfg.next_checkpoint_room(0, 0, 0));
+        if limit > emptied {
+            return Ok(false);
+        }
         while self.sealed.bytes() + limit > self.capacity() {
             if self.sealed.oldest().is_none() {
                 return Ok(false);
@@ -146,17 +152,29 @@ impl Writer {
     /// (after recovery: the size lowered, or the checkpoint on disk larger than this run
     /// keeps room for), then re-appends their hot records.
     pub(super) fn fit_capacity(&mut self) -> io::Result<()> {
-        while self.held_bytes() > self.capacity() && self.sealed.oldest().is_some() {
+        let fits = |w: &Self| w.held_bytes() <= w.capacity();
+        // The checkpoint goes first (its index is loaded already, and may be what takes
+        // the room: the size lowered below it), and a new one replaces it below.
+        let over = !fits(self);
+        if over {
+            self.drop_checkpoint()?;
+        }
+        while !fits(self) && self.sealed.oldest().is_some() {
             self.reclaim_oldest()?;
         }
         self.place_reinserts()?;
+        // Indexed before the disk counts as loaded, so that a purge meanwhile finds them.
+        self.flush()?;
+        if over {
+            self.checkpoint()?;
+        }
         self.publish_bytes();
         Ok(())
     }
 
     /// Drops the oldest segment; its records that were hit since written are kept for
     /// re-appending at the head (FIFO with re-insertion), the rest leave the index.
-    fn reclaim_oldest(&mut self) -> io::Result<()> {
+    pub(super) fn reclaim_oldest(&mut self) -> io::Result<()> {
         let Some(id) = self.sealed.oldest() else {
             return Err(io::Error::other("no segment to reclaim"));
         };

@@ -147,8 +147,8 @@ mod segment;
 mod writer;
 
 pub use config::{Admission, DiskConfig, DiskStats};
-pub(crate) use engine::Demoted;
 pub use engine::DiskEngine;
+pub(crate) use engine::{Demoted, IsHome};
 pub(crate) use format::CHUNK;
 pub(crate) use index::Loc;
 pub use lock::LockWait;

@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
-use super::config::META_BYTES;
 use super::engine::Shared;
 use super::format::{SummaryEntry, KIND_TOMBSTONE};
 use super::index::{Slot, SHARDS};
@@ -128,7 +127,15 @@ pub(crate) fn checkpoint_bytes(dir: &Path) -> u64 {
 /// 40  per shard: byte length u64, crc32c u32, pad u32   (Index::dump_shard's bytes)
 /// CK_HEADER: the shards, back to back
 /// ```
-pub(crate) fn write_checkpoint(shared: &Shared, mark: (u32, u64), next_seq: u64) -> io::Result<()> {
+///
+/// Written only if it takes at most `room` bytes: `Ok(Ok(length))` when written,
+/// `Ok(Err(length))` when it would not fit.
+pub(crate) fn write_checkpoint(
+    shared: &Shared,
+    mark: (u32, u64),
+    next_seq: u64,
+    room: u64,
+) -> io::Result<Result<u64, u64>> {
     let mut b = Vec::with_capacity(CK_HEADER + 17 * shared.index.len() + 64 * SHARDS);
     b.extend_from_slice(CK_MAGIC);
     b.extend_from_slice(&[0; 4]);
@@ -146,19 +153,23 @@ pub(crate) fn write_checkpoint(shared: &Shared, mark: (u32, u64), next_seq: u64)
         b[dir..dir + 8].copy_from_slice(&len.to_le_bytes());
         b[dir + 8..dir + 12].copy_from_slice(&crc.to_le_bytes());
     }
-    // The old checkpoint stays until the new one replaces it: both must fit beside the
-    // segments (the one being written counted whole) within the size.
-    let old = checkpoint_bytes(&shared.cfg.path);
-    let held = shared.counters.bytes.load(Relaxed);
-    if held + old + b.len() as u64 + META_BYTES > shared.cfg.size_bytes {
-        tracing::warn!(disk = %shared.cfg.path.display(), bytes = b.len(), "index checkpoint does not fit within the disk's size: skipped");
-        return Ok(());
+    if b.len() as u64 > room {
+        return Ok(Err(b.len() as u64));
     }
     let crc = crc32c::crc32c(&b[12..CK_HEADER]);
     b[8..12].copy_from_slice(&crc.to_le_bytes());
     write_durably(&shared.cfg.path, "checkpoint", &b)?;
     shared.counters.checkpoints.fetch_add(1, Relaxed);
-    Ok(())
+    Ok(Ok(b.len() as u64))
+}
+
+/// Removes the checkpoint (its index loaded already): the next start scans every segment
+/// summary until a new one is written.
+pub(crate) fn remove_checkpoint(dir: &Path) -> io::Result<()> {
+    match fs::remove_file(dir.join("checkpoint")) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// A checkpoint's header, read and verified; the shards are read one by one by [`Checkpoint::load`].

@@ -850,13 +850,22 @@ fn a_record_that_fits_only_beside_large_records_is_skipped_not_a_fault() {
     let capacity = e.shared.counters.capacity.load(Relaxed);
     let empty = e.shared.cfg.initial_capacity();
     assert!(empty < capacity, "{empty} < {capacity}");
+    put(&e, "before");
+    e.sync(false);
+    let held = e.stats().objects;
     let body = ((empty + capacity) / 2 - 4096) as usize;
     assert!(try_put(&e, "huge", vec![7u8; body]));
-    put(&e, "after");
+    // Larger than the disk's space, even: skipped too.
+    assert!(try_put(
+        &e,
+        "huger",
+        vec![7u8; capacity as usize + (64 << 10)]
+    ));
     e.sync(false);
     let s = e.stats();
     assert_eq!((s.faults, s.failed), (0, 0), "{s:?}");
-    assert_eq!(check(&e, "after"), Some(true));
+    assert_eq!(s.objects, held, "nothing reclaimed for them: {s:?}");
+    assert_eq!(check(&e, "before"), Some(true));
 }
 
 /// A disk reopened with a smaller size gives the difference back at the open, before any
@@ -888,13 +897,119 @@ fn a_disk_reopened_smaller_reclaims_at_the_open() {
     assert_eq!(check(&e, "k0"), None, "the oldest went");
 }
 
+/// A disk reopened far smaller than its checkpoint of tiny records: the checkpoint goes
+/// (its index is loaded) and a new one is written, the directory within the new size, and
+/// the disk takes records again.
+#[test]
+fn a_disk_reopened_smaller_than_its_checkpoint_replaces_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put_tiny(&e, 40_000);
+    e.sync(true);
+    drop(e);
+    let checkpoint = std::fs::metadata(dir.path().join("checkpoint"))
+        .unwrap()
+        .len();
+    let size = 256 << 10;
+    assert!(checkpoint > size / 2, "{checkpoint}");
+    let e = open(DiskConfig {
+        size_bytes: size,
+        ..cfg(dir.path())
+    });
+    assert!(
+        dir_bytes(dir.path()) <= size,
+        "{} > {size}",
+        dir_bytes(dir.path())
+    );
+    assert_eq!(
+        e.stats().checkpoints,
+        1,
+        "a new checkpoint replaced the old"
+    );
+    for i in 0..20 {
+        put(&e, &format!("k{i}"));
+    }
+    e.sync(true);
+    assert_eq!(check(&e, "k19"), Some(true));
+    assert_eq!(e.stats().checkpoints, 2);
+    assert!(
+        dir_bytes(dir.path()) <= size,
+        "{} > {size}",
+        dir_bytes(dir.path())
+    );
+}
+
+/// A hot record that the open's reclaim re-writes is indexed before the disk counts as
+/// loaded: a purge right after the open finds it on a disk that is not the key's home.
+#[test]
+fn a_record_rewritten_at_the_open_is_indexed_before_purges_look() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    put(&e, "hot");
+    e.sync(false);
+    assert_eq!(check(&e, "hot"), Some(true));
+    for i in 0..750 {
+        put(&e, &format!("k{i}"));
+        if i % 50 == 0 {
+            e.sync(false);
+        }
+    }
+    e.sync(true);
+    drop(e);
+    let e = open(DiskConfig {
+        size_bytes: 2 << 20,
+        flush_interval: Duration::from_secs(5),
+        ..cfg(dir.path())
+    });
+    assert!(e.stats().reinserted >= 1, "hot re-written at the open");
+    assert_eq!(e.purge_if_held(b"hot"), 1);
+    e.sync(false);
+    assert_eq!(check(&e, "hot"), None, "purged");
+}
+
+/// From large records to tiny ones: the room kept for the next checkpoint follows them
+/// only as segments open, so a checkpoint may outgrow it; the oldest segments then give
+/// way and it is written, not skipped.
+#[test]
+fn a_shift_from_large_to_tiny_records_does_not_skip_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DiskConfig {
+        segment_bytes: 2 << 20,
+        ..cfg(dir.path())
+    };
+    let size = 16 << 20;
+    let e = open(DiskConfig {
+        size_bytes: size,
+        ..c
+    });
+    put_large(&e, 0..560);
+    e.sync(true);
+    for round in 0..40 {
+        for i in 0..300 {
+            let key = format!("t{round}_{i}");
+            assert!(try_put(&e, &key, key.as_bytes().to_vec()));
+        }
+        e.sync(false);
+        let before = e.stats().checkpoints;
+        e.sync(true);
+        assert_eq!(e.stats().checkpoints, before + 1, "round {round}");
+        assert!(
+            dir_bytes(dir.path()) <= size,
+            "{} > {size}",
+            dir_bytes(dir.path())
+        );
+    }
+}
+
 /// Among several disks, a hot record of a key another disk is home to is not re-written at
 /// its segment's reclaim; one of a key this disk is home to is.
 #[test]
 fn a_hot_record_of_a_key_homed_elsewhere_is_not_rewritten_at_reclaim() {
     let dir = tempfile::tempdir().unwrap();
-    let e = open(cfg(dir.path()));
-    e.home_of(Box::new(|primary| primary != b"elsewhere"));
+    let is_home: super::engine::IsHome = Box::new(|primary| primary != b"elsewhere");
+    let e = DiskEngine::open_homed(cfg(dir.path()), super::LockWait::Fail, Some(is_home));
+    let e = e.expect("open");
+    assert!(e.wait_loaded(Duration::from_secs(10)));
     put(&e, "elsewhere");
     put(&e, "here");
     e.sync(false);

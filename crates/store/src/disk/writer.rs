@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering::{Relaxed, Release};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::config::META_BYTES;
 use super::engine::{Admit, Cmd, Demoted, Locking, Shared};
 use super::format::{RecordParts, SummaryEntry, KIND_OBJECT, KIND_TOMBSTONE};
 use super::index::Loc;
@@ -78,7 +79,7 @@ pub(crate) struct Writer {
     last_checkpoint: Instant,
     pub(super) bytes_since_checkpoint: u64,
     /// The checkpoint file's size: kept room for until the next one replaces it.
-    checkpoint_bytes: u64,
+    pub(super) checkpoint_bytes: u64,
     budget_window: (Instant, u64),
 }
 
@@ -417,16 +418,43 @@ impl Writer {
     }
 
     pub(super) fn checkpoint(&mut self) -> io::Result<()> {
-        let mark = match &self.active {
-            Some(a) => (a.seg.id, a.end),
-            None => (self.next_seg, 0),
-        };
-        super::recover::write_checkpoint(&self.shared, mark, self.seq)?;
+        let mut mark = self.mark();
         self.last_checkpoint = Instant::now();
         self.bytes_since_checkpoint = 0;
-        self.checkpoint_bytes = super::recover::checkpoint_bytes(&self.shared.cfg.path);
+        loop {
+            // The old checkpoint stays until the new one replaces it: both must fit beside
+            // the segments (the one being written counted whole) within the size.
+            let used = self.held_bytes() + self.checkpoint_bytes + META_BYTES;
+            let room = self.shared.cfg.size_bytes.saturating_sub(used);
+            match super::recover::write_checkpoint(&self.shared, mark, self.seq, room)? {
+                Ok(written) => {
+                    self.checkpoint_bytes = written;
+                    break;
+                }
+                // Records smaller than the room kept for it assumed (it follows them only
+                // as segments open): the oldest segments give way.
+                Err(_) if self.sealed.oldest().is_some() => {
+                    self.reclaim_oldest()?;
+                    self.place_reinserts()?;
+                    mark = self.mark();
+                }
+                Err(bytes) => {
+                    let disk = self.shared.cfg.path.display();
+                    tracing::warn!(%disk, bytes, "index checkpoint does not fit within the disk's size: skipped");
+                    break;
+                }
+            }
+        }
         self.publish_bytes();
         Ok(())
+    }
+
+    /// Where the log ends now: every record before it is in the index or the buffer.
+    fn mark(&self) -> (u32, u64) {
+        match &self.active {
+            Some(a) => (a.seg.id, a.end),
+            None => (self.next_seg, 0),
+        }
     }
 
     /// Whether a record of the key of `hash` is indexed, or placed and about to be (its
@@ -444,11 +472,23 @@ impl Writer {
     /// Space for segments now: the size less the meta file, the checkpoint on disk and
     /// room for the next, which follows the records held (`DiskConfig::data_capacity`).
     pub(super) fn capacity(&self) -> u64 {
+        let next = self.next_checkpoint_room();
+        self.shared.cfg.data_capacity(self.checkpoint_bytes, next)
+    }
+
+    /// Room kept for the next checkpoint at the records held now.
+    pub(super) fn next_checkpoint_room(&self) -> u64 {
         let written = self.sealed.bytes() + self.active.as_ref().map_or(0, |a| a.end);
         let (records, index_bytes) = self.shared.index.dump_bytes();
         let cfg = &self.shared.cfg;
-        let next = cfg.next_checkpoint_room(records, written, index_bytes);
-        cfg.data_capacity(self.checkpoint_bytes, next)
+        cfg.next_checkpoint_room(records, written, index_bytes)
+    }
+
+    /// The checkpoint on disk, for `log.rs` to give up when it is outsized.
+    pub(super) fn drop_checkpoint(&mut self) -> io::Result<()> {
+        super::recover::remove_checkpoint(&self.shared.cfg.path)?;
+        self.checkpoint_bytes = 0;
+        Ok(())
     }
 
     /// Publishes the bytes held and the space for segments, for the demotions' admission

@@ -11,55 +11,54 @@
 
 use std::path::{Path, PathBuf};
 
-/// The configured disks in order, each with its weight seed and its engine's index among
+use crate::disk::IsHome;
+
+/// The configured disks in order: each one's weight seed, and its engine's index among
 /// those that opened (`None`: not opened at this start).
-#[derive(Clone)]
 pub(super) struct Homes {
-    slots: Vec<(u64, Option<usize>)>,
+    seeds: Vec<u64>,
+    engines: Vec<Option<usize>>,
 }
 
 impl Homes {
-    /// The engines that opened (in configured order) out of `configured` (each disk's path
-    /// and its engine, if it opened), and the homes over all of them.
-    pub(super) fn split<T>(configured: Vec<(PathBuf, Option<T>)>) -> (Vec<T>, Homes) {
-        let mut engines = Vec::new();
-        let mut slots = Vec::new();
-        for (path, engine) in configured {
-            slots.push((path, engine.is_some().then_some(engines.len())));
-            engines.extend(engine);
-        }
-        let homes = Homes::new(slots.iter().map(|(path, e)| (path.as_path(), *e)));
-        (engines, homes)
+    /// The configured disks' paths, in order; none opened yet.
+    pub(super) fn new<'a>(paths: impl IntoIterator<Item = &'a Path>) -> Self {
+        let seeds: Vec<u64> = paths.into_iter().map(seed).collect();
+        let engines = vec![None; seeds.len()];
+        Homes { seeds, engines }
     }
 
-    /// `disks`: each configured disk's path, and its engine's index if it opened.
-    pub(super) fn new<'a>(disks: impl IntoIterator<Item = (&'a Path, Option<usize>)>) -> Self {
-        let slots = disks
-            .into_iter()
-            .map(|(path, engine)| (seed(path), engine))
-            .collect();
-        Homes { slots }
+    /// Notes that the configured disk `slot` opened as engine `engine`.
+    pub(super) fn opened(&mut self, slot: usize, engine: usize) {
+        self.engines[slot] = Some(engine);
     }
 
-    /// Whether more than one disk is configured (else every key's home is the one).
-    pub(super) fn several(&self) -> bool {
-        self.slots.len() > 1
+    /// What tells the configured disk `slot` which keys it is home to, given before it
+    /// opens (`DiskEngine::open_homed`); `None` with one disk (home to every key).
+    pub(super) fn hook(&self, slot: usize) -> Option<IsHome> {
+        let seeds = self.seeds.clone();
+        (seeds.len() > 1)
+            .then(|| -> IsHome { Box::new(move |primary| pick(&seeds, primary) == slot) })
     }
 
     /// The index of the engine holding `primary`'s records, if its disk opened.
     pub(super) fn home(&self, primary: &[u8]) -> Option<usize> {
-        match self.slots.as_slice() {
+        match self.engines.as_slice() {
             [] => None,
             // One disk (the usual case) needs no hash: this runs on every disk lookup and
             // every eviction.
-            [(_, engine)] => *engine,
-            slots => {
-                let key = u64::from(crc32c::crc32c(primary));
-                let best = slots.iter().max_by_key(|(seed, _)| mix(key ^ seed));
-                best.and_then(|(_, engine)| *engine)
-            }
+            [engine] => *engine,
+            engines => engines[pick(&self.seeds, primary)],
         }
     }
+}
+
+/// The configured disk `primary` lives on: the one whose seed mixed with the key's hash
+/// weighs most. `seeds` is not empty.
+fn pick(seeds: &[u64], primary: &[u8]) -> usize {
+    let key = u64::from(crc32c::crc32c(primary));
+    let weights = seeds.iter().map(|seed| mix(key ^ seed)).enumerate();
+    weights.max_by_key(|&(_, w)| w).map_or(0, |(slot, _)| slot)
 }
 
 /// A disk's weight seed: its path as configured, with `//`, `/./` and a trailing `/`
@@ -86,7 +85,13 @@ mod tests {
     use std::path::Path;
 
     fn homes(disks: &[(&str, Option<usize>)]) -> Homes {
-        Homes::new(disks.iter().map(|(p, e)| (Path::new(*p), *e)))
+        let mut h = Homes::new(disks.iter().map(|(p, _)| Path::new(*p)));
+        for (slot, (_, engine)) in disks.iter().enumerate() {
+            if let Some(engine) = engine {
+                h.opened(slot, *engine);
+            }
+        }
+        h
     }
 
     fn keys() -> impl Iterator<Item = Vec<u8>> {
@@ -139,6 +144,20 @@ mod tests {
         let plain = homes(&[("/a", Some(0)), ("/b", Some(1))]);
         let slashed = homes(&[("/a/", Some(0)), ("/./b", Some(1))]);
         assert!(keys().all(|k| plain.home(&k) == slashed.home(&k)));
+    }
+
+    /// The hook a disk gets before it opens agrees with the homes once it has.
+    #[test]
+    fn each_disks_hook_says_it_is_home_to_its_own_keys_only() {
+        let h = homes(&[("/a", Some(0)), ("/b", None), ("/c", Some(1))]);
+        let hooks: Vec<_> = (0..3).map(|slot| h.hook(slot).unwrap()).collect();
+        for k in keys() {
+            let homes_of: Vec<usize> = (0..3).filter(|&s| hooks[s](&k)).collect();
+            assert_eq!(homes_of.len(), 1);
+            let engine = [Some(0), None, Some(1)][homes_of[0]];
+            assert_eq!(h.home(&k), engine);
+        }
+        assert!(homes(&[("/a", Some(0))]).hook(0).is_none());
     }
 
     #[test]
