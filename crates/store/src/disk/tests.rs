@@ -1001,6 +1001,45 @@ fn a_shift_from_large_to_tiny_records_does_not_skip_checkpoints() {
     }
 }
 
+/// The records a checkpoint's reclaim re-writes are in the index it dumps: a kill -9 after
+/// it keeps them (the checkpoint's mark says every record before it is in the index).
+#[test]
+fn a_record_rewritten_to_make_room_for_a_checkpoint_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = DiskConfig {
+        segment_bytes: 2 << 20,
+        size_bytes: 16 << 20,
+        ..cfg(dir.path())
+    };
+    let e = open(c.clone());
+    put(&e, "hot"); // small: a re-write of it stays in the buffer
+    e.sync(false);
+    assert_eq!(check(&e, "hot"), Some(true)); // hit: re-written when its segment goes
+    put_large(&e, 0..470);
+    assert_eq!(
+        e.stats().reinserted,
+        0,
+        "not reclaimed by the large records"
+    );
+    e.sync(true);
+    let rewritten = (0..60).any(|round| {
+        for i in 0..300 {
+            let key = format!("t{round}_{i}");
+            assert!(try_put(&e, &key, key.as_bytes().to_vec()));
+        }
+        e.sync(false);
+        e.sync(true);
+        e.stats().reinserted > 0
+    });
+    assert!(rewritten, "a checkpoint's reclaim re-wrote the hot record");
+    // The segment it went to is sealed (recovery then trusts the checkpoint for the records
+    // before its mark), then a kill.
+    put_large(&e, 1000..1080);
+    e.crash();
+    let e = open(c);
+    assert_eq!(check(&e, "hot"), Some(true), "kept");
+}
+
 /// Among several disks, a hot record of a key another disk is home to is not re-written at
 /// its segment's reclaim; one of a key this disk is home to is.
 #[test]

@@ -436,6 +436,8 @@ impl Writer {
                 Err(_) if self.sealed.oldest().is_some() => {
                     self.reclaim_oldest()?;
                     self.place_reinserts()?;
+                    // Every record before the mark must be in the index it dumps.
+                    self.flush()?;
                     mark = self.mark();
                 }
                 Err(bytes) => {
