@@ -119,10 +119,12 @@ use crate::store::{Lookup, Store};
 
 mod disk_read;
 mod homes;
+mod open_disks;
 use disk_read::{
     fill_from_disk, fill_from_records, newest_usable, segment_object, SegmentBodies, SegmentTarget,
 };
 use homes::Homes;
+use open_disks::open_disks;
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -281,52 +283,6 @@ fn open_ring(
                 "cache.disk_io = \"io_uring\": not available ({e}); reading with threads"
             );
             None
-        }
-    }
-}
-
-/// Opens the configured disks in order: the engines that opened, and the homes over all
-/// of them. A disk another process holds is an error with `busy_is_error`, else logged and
-/// left out like any disk that cannot be opened.
-fn open_disks(
-    disks: Vec<DiskConfig>,
-    wait: LockWait,
-    busy_is_error: bool,
-) -> io::Result<(Vec<Arc<DiskEngine>>, Homes)> {
-    let mut homes = Homes::new(disks.iter().map(|d| d.path.as_path()));
-    let mut engines = Vec::with_capacity(disks.len());
-    for (slot, d) in disks.into_iter().enumerate() {
-        let path = d.path.clone();
-        let engine = match open_disk(d, wait, homes.hook(slot)) {
-            Ok(engine) => engine,
-            Err(e) if busy_is_error => return Err(e),
-            Err(e) => {
-                tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
-                None
-            }
-        };
-        if let Some(engine) = engine {
-            homes.opened(slot, engines.len());
-            engines.push(engine);
-        }
-    }
-    Ok((engines, homes))
-}
-
-/// Opens one disk: `Ok(None)` (logged) when it cannot be used, `Err` when another process
-/// holds it (`ErrorKind::ResourceBusy`).
-fn open_disk(
-    d: DiskConfig,
-    wait: LockWait,
-    is_home: Option<crate::disk::IsHome>,
-) -> io::Result<Option<Arc<DiskEngine>>> {
-    let path = d.path.clone();
-    match DiskEngine::open_homed(d, wait, is_home) {
-        Ok(engine) => Ok(Some(Arc::new(engine))),
-        Err(e) if e.kind() == io::ErrorKind::ResourceBusy => Err(e),
-        Err(e) => {
-            tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
-            Ok(None)
         }
     }
 }
@@ -777,12 +733,14 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         self.bodies.remove(primary);
         let home = self.disks.index_for_key(primary);
         let engines = self.disks.engines.iter().enumerate();
-        engines
-            .map(|(i, d)| match Some(i) == home {
-                true => d.purge(primary),
-                false => d.purge_if_held(primary),
-            })
-            .sum()
+        let purge = |(i, d): (usize, &Arc<DiskEngine>)| {
+            if Some(i) == home {
+                d.purge(primary)
+            } else {
+                d.purge_if_held(primary)
+            }
+        };
+        engines.map(purge).sum()
     }
 }
 

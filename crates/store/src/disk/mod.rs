@@ -167,4 +167,6 @@ mod bench_tests;
 #[cfg(test)]
 mod kill_tests;
 #[cfg(test)]
+mod space_tests;
+#[cfg(test)]
 mod tests;

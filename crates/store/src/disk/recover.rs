@@ -23,6 +23,8 @@ const CK_FIXED: usize = 40;
 const CK_HEADER: usize = CK_FIXED + 16 * SHARDS;
 /// The file holding the disk's hash key; without it the disk's records are not trusted.
 const META: &str = "meta";
+/// The file holding the index checkpoint.
+const CHECKPOINT: &str = "checkpoint";
 
 /// The disk's hash key from its `meta` file, made at random for a new disk. A missing or
 /// damaged meta file makes every segment and checkpoint unreadable (their hashes were made
@@ -53,7 +55,7 @@ fn start_empty(dir: &Path, key: (u64, u64)) -> io::Result<()> {
     for id in segment::list(dir)? {
         fs::remove_file(segment::seg_path(dir, id))?;
     }
-    let _ = fs::remove_file(dir.join("checkpoint"));
+    let _ = fs::remove_file(dir.join(CHECKPOINT));
     let mut b = META_MAGIC.to_vec();
     b.extend_from_slice(&key.0.to_le_bytes());
     b.extend_from_slice(&key.1.to_le_bytes());
@@ -64,7 +66,12 @@ fn start_empty(dir: &Path, key: (u64, u64)) -> io::Result<()> {
 /// Disowns the disk's records for the next open, which removes them (`meta_key`,
 /// `adopt_key`): its `meta` file goes. One already gone is no error.
 pub(crate) fn disown(dir: &Path) -> io::Result<()> {
-    match fs::remove_file(dir.join(META)) {
+    remove_if_present(&dir.join(META))
+}
+
+/// Removes the file at `path`; one already gone is no error.
+fn remove_if_present(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
     }
@@ -111,7 +118,7 @@ fn write_durably(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
 
 /// The size of the checkpoint file in `dir` (0 when there is none).
 pub(crate) fn checkpoint_bytes(dir: &Path) -> u64 {
-    fs::metadata(dir.join("checkpoint")).map_or(0, |m| m.len())
+    fs::metadata(dir.join(CHECKPOINT)).map_or(0, |m| m.len())
 }
 
 /// The checkpoint, version 2: the index as it sits in RAM, shard by shard, so that a
@@ -158,7 +165,7 @@ pub(crate) fn write_checkpoint(
     }
     let crc = crc32c::crc32c(&b[12..CK_HEADER]);
     b[8..12].copy_from_slice(&crc.to_le_bytes());
-    write_durably(&shared.cfg.path, "checkpoint", &b)?;
+    write_durably(&shared.cfg.path, CHECKPOINT, &b)?;
     shared.counters.checkpoints.fetch_add(1, Relaxed);
     Ok(Ok(b.len() as u64))
 }
@@ -166,10 +173,7 @@ pub(crate) fn write_checkpoint(
 /// Removes the checkpoint (its index loaded already): the next start scans every segment
 /// summary until a new one is written.
 pub(crate) fn remove_checkpoint(dir: &Path) -> io::Result<()> {
-    match fs::remove_file(dir.join("checkpoint")) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
+    remove_if_present(&dir.join(CHECKPOINT))
 }
 
 /// A checkpoint's header, read and verified; the shards are read one by one by [`Checkpoint::load`].
@@ -183,7 +187,7 @@ struct Checkpoint {
 
 impl Checkpoint {
     fn open(dir: &Path) -> Option<Checkpoint> {
-        let file = File::open(dir.join("checkpoint")).ok()?;
+        let file = File::open(dir.join(CHECKPOINT)).ok()?;
         let size = file.metadata().ok()?.len();
         let mut h = vec![0u8; CK_HEADER];
         segment::read_at(&file, &mut h, 0).ok()?;
