@@ -54,7 +54,7 @@ pub use echo::EchoServer;
 pub use h2_origin::{NginxEntry, NginxOrigin};
 pub use message::{Header, Response};
 pub use origin::{Origin, RecordedRequest};
-pub use origin_cache_routes::REVALIDATE_BODY;
+pub use origin_cache_routes::{just_after_a_second_starts, REVALIDATE_BODY};
 pub use pattern::{fill_pattern, keyed_body, pattern, sha256_hex};
 pub use raw_client::RawClient;
 pub use squid::Squid;

@@ -27,6 +27,21 @@ use crate::pattern::fill_pattern;
 /// Pieces a slow body is written in (the pause between them is the route's MS / PIECES).
 const SLOW_PIECES: usize = 16;
 
+/// Waits until the wall clock is in the first tenth of a second. The origin's `Date` has
+/// whole seconds, so a response sent late in a second is already nearly a second old to the
+/// cache: a test that needs a `max-age=1` response (`/revalidate/...`) still fresh a moment
+/// later sends its requests just after this.
+pub fn just_after_a_second_starts() {
+    let now = std::time::SystemTime::now();
+    let into = now
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    if into > 100 {
+        std::thread::sleep(std::time::Duration::from_millis(u64::from(1_010 - into)));
+    }
+}
+
 /// Body of a `/revalidate/...` 200.
 pub const REVALIDATE_BODY: &[u8] = b"version one body";
 

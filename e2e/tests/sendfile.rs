@@ -246,6 +246,8 @@ fn a_304_refreshes_a_body_kept_in_a_file() {
     // Every body goes to a file, so the small `/revalidate/` body is read back for the refresh.
     let (origin, sepia) = reverse_with("[cache]\nsendfile_min = \"1B\"\n");
     let path = "/revalidate/file";
+    // The hit below needs the max-age=1 response still fresh.
+    sepia_e2e::just_after_a_second_starts();
     let first = get(&sepia, path, "");
     assert_eq!(first.body, REVALIDATE_BODY);
     let hit = get(&sepia, path, "");
