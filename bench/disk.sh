@@ -9,6 +9,7 @@
 #                      [--hit-disk-size SIZE] [--fill-gap G]  (root: writes /proc/sys/vm/drop_caches;
 #                      COLD_PERF=FILE in the environment: perf record -g of Sepia's core during cold-once;
 #                      COLD_STAT=FILE: perf stat of its syscalls and context switches, COLD_STAT_EVENTS)
+#                      [--floor]  (also tools/coldfloor.c after each cold-once run: the floor)
 #   bench/disk.sh count   [--cg-hits N] [--cg-prime N]  (callgrind: Ir per 4 KiB disk hit and memory hit)
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
@@ -24,7 +25,7 @@ source "$BENCH_DIR/lib/diskcount.sh"
 
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
-FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
+FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 FLOOR=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
 TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
@@ -42,6 +43,7 @@ while (($#)); do
         --hit-objects) HIT_OBJECTS=$2; shift ;;
         --fill-gap) FILL_GAP=$2; shift ;;
         --nginx) NGINX=1 ;;
+        --floor) FLOOR=1 ;;
         --hit-memory) HIT_MEMORY=$2; shift ;;
         --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
         --targets) TARGETS=$2; shift ;;
@@ -278,6 +280,22 @@ fio_randread() {
     echo "{\"case\":\"$name\",\"bs\":\"$bs\",\"file_bytes\":$bytes,\"iops\":$iops,\"cpu_us_per_read\":$us,\"args\":\"$*\"}" | tee -a "$RESULTS"
 }
 
+# floor_run SIZE BS N: tools/coldfloor.c on Sepia's CPU, answering every request with a block
+# of fio's file read O_DIRECT, checksummed and sent (the floor under a cold hit); the same
+# wrk run as cold-once, page cache dropped first. Record "floor-once-SIZE".
+floor_run() {
+    local size=$1 bs=$2 n=$3 dir=$RUN/coldfloor port=$((PORT + 2))
+    mkdir -p "$dir"
+    cc -O2 -o "$dir/coldfloor" "$BENCH_DIR/tools/coldfloor.c" 2> "$dir/build.log" \
+        || { warn "coldfloor did not build: $(tail -c 300 "$dir/build.log")"; return 0; }
+    drop_caches
+    launch "$TARGET_CPU" "$dir/stderr.log" "$dir/coldfloor" "$port" "$DISK_ROOT/fio.dat" "$bs"
+    local pid=$LAUNCHED_PID
+    wait_listen "$pid" "$port" 10 || { warn "coldfloor did not start: $(tail -3 "$dir/stderr.log")"; return 0; }
+    DEPTH_NAME="floor-once-$size" WRK_SCRIPT=disk_once.lua one_run "floor-once-$size" "$port" /f/ "$n" "$pid"
+    stop_tree "$pid" || true
+}
+
 # Cold page cache (issue 21): Sepia's disk hits at c=$CONNS right after the page cache is
 # dropped, against fio's random reads of the same block size on the same file system. The
 # file fio reads is as large as the disk tier's segments, so both warm the cache alike.
@@ -335,6 +353,7 @@ cold_bench() {
             if [[ -n $perf_pid ]]; then
                 wait "$perf_pid" || warn "perf exited with status $? (COLD_PERF / COLD_STAT)"
             fi
+            ((FLOOR)) && floor_run "$size" "$bs" "$n"
             # Uniform random over the N objects: the first reads warm the page cache.
             drop_caches
             one_run "cold-$size" "$PORT" "$base" "$n" "$SEPIA_PID"
