@@ -282,7 +282,8 @@ fio_randread() {
 
 # floor_run SIZE BS N: tools/coldfloor.c on Sepia's CPU, answering every request with a block
 # of fio's file read O_DIRECT, checksummed and sent (the floor under a cold hit); the same
-# wrk run as cold-once, page cache dropped first. Record "floor-once-SIZE".
+# wrk run as cold-once, page cache dropped first. Records "floor-once-SIZE" (as one_run's) and
+# "floor-stats-SIZE" (the reads it kept in flight on average; wrapped: blocks read twice).
 floor_run() {
     local size=$1 bs=$2 n=$3 dir=$RUN/coldfloor port=$((PORT + 2))
     mkdir -p "$dir"
@@ -294,6 +295,10 @@ floor_run() {
     wait_listen "$pid" "$port" 10 || { warn "coldfloor did not start: $(tail -3 "$dir/stderr.log")"; return 0; }
     DEPTH_NAME="floor-once-$size" WRK_SCRIPT=disk_once.lua one_run "floor-once-$size" "$port" /f/ "$n" "$pid"
     stop_tree "$pid" || true
+    # Its last line: in_flight=X responses=N blocks=B wrapped=0|1 write_waits=W (see the tool).
+    local stats; stats=$(grep '^coldfloor: in_flight=' "$dir/stderr.log" | tail -1 | cut -d' ' -f2-)
+    [[ -n $stats ]] && echo "{\"case\":\"floor-stats-$size\",$(sed -E 's/([a-z_]+)=([0-9.]+)/"\1":\2/g; s/ /,/g' <<< "$stats")}" | tee -a "$RESULTS"
+    return 0
 }
 
 # Cold page cache (issue 21): Sepia's disk hits at c=$CONNS right after the page cache is

@@ -8,8 +8,9 @@
  * epoll; the reads a turn of the loop found are submitted together in one io_submit), then
  * checked with CRC32C (three streams of the SSE4.2 instruction, as the crc32c crate), then
  * sent with one writev of a fixed head and the block. Request k reads block
- * (k * 7919) mod (file size / BLOCK_SIZE): every block at most once, scattered over the
- * file, as bench/tools/disk_once.lua asks Sepia for its objects. No cache, no index, no
+ * (k * 7919) mod (file size / BLOCK_SIZE): every block once per pass over the file (the
+ * final line says whether a run wrapped), scattered over it, as bench/tools/disk_once.lua
+ * asks Sepia for its objects. Pipelined requests are answered in turn. No cache, no index, no
  * parsing beyond the empty line, no log: what any server pays to send a checksummed block
  * it reads from the device, on this kernel. A read buffer per connection, used again (the
  * pages stay mapped, as Sepia's pooled buffers and fio's). */
@@ -41,7 +42,8 @@
 struct conn {
     int fd;
     int reading;  /* a read of the device is in flight */
-    int closing;  /* the client went: free once the read completes */
+    int dead;     /* the client went: freed at the end of a turn once no read is in flight */
+    struct conn *next_dead;
     size_t in_len;
     char in[IN_CAP];
     unsigned char *block;
@@ -50,6 +52,13 @@ struct conn {
 };
 
 static int ep, efd, file_fd;
+/* Connections dropped and not freed yet: nothing is freed during a turn, since a later event
+ * of the same turn may still name it. */
+static struct conn *graveyard;
+/* This turn's reads, submitted together at its end. */
+#define MAX_PENDING 4096
+static struct iocb *pending[MAX_PENDING];
+static int np;
 static aio_context_t ctx;
 static size_t bs;
 static uint64_t blocks, next_k;
@@ -125,7 +134,7 @@ static uint64_t next_block(void) {
     return rng % blocks;
 }
 
-static long partial_sends, responses;
+static long write_waits, responses;
 static int sndbuf;
 
 static volatile sig_atomic_t stopping;
@@ -137,8 +146,11 @@ static void on_term(int sig) {
 
 static void finish(void) {
     double span = area_last - area_from;
-    fprintf(stderr, "coldfloor: %.1f reads in flight on average; %ld responses, %ld waited for "
-            "room in the socket\n", span > 0 ? in_flight_area / span : 0.0, responses, partial_sends);
+    /* One line that bench/disk.sh reads: wrapped=1 means some blocks were read twice (the
+     * run asked for more blocks than the file has). */
+    fprintf(stderr, "coldfloor: in_flight=%.1f responses=%ld blocks=%llu wrapped=%d "
+            "write_waits=%ld\n", span > 0 ? in_flight_area / span : 0.0, responses,
+            (unsigned long long)blocks, next_k > blocks, write_waits);
     exit(0);  /* stopped by the bench: a clean end */
 }
 
@@ -169,13 +181,62 @@ static void watch(struct conn *c, uint32_t events, int op) {
 }
 
 static void drop_conn(struct conn *c) {
+    if (c->dead) return;
     close(c->fd);
-    if (c->reading) {
-        c->closing = 1;  /* the kernel still writes its block */
+    c->dead = 1;
+    c->next_dead = graveyard;
+    graveyard = c;
+}
+
+/* At the end of a turn: frees the dropped connections whose read (if any) has completed. */
+static void bury(void) {
+    struct conn **at = &graveyard;
+    while (*at) {
+        struct conn *c = *at;
+        if (c->reading) {  /* the kernel still writes its block */
+            at = &c->next_dead;
+            continue;
+        }
+        *at = c->next_dead;
+        block_free(c->block);
+        free(c);
+    }
+}
+
+/* If a whole request head waits in `c->in` and no read is in flight: consumes it and queues
+ * the read that answers it (wrk sends one request at a time; pipelined ones wait their turn). */
+static void start_request(struct conn *c) {
+    if (c->dead || c->reading) return;
+    char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
+    if (!end) {
+        if (c->in_len == IN_CAP) drop_conn(c);
         return;
     }
-    block_free(c->block);
-    free(c);
+    size_t used = (size_t)(end + 4 - c->in);
+    memmove(c->in, c->in + used, c->in_len - used);
+    c->in_len -= used;
+    if (np == MAX_PENDING) {
+        fprintf(stderr, "coldfloor: more than %d reads in one turn\n", MAX_PENDING);
+        exit(1);
+    }
+    uint64_t block = next_block();
+    memset(&c->cb, 0, sizeof c->cb);
+    c->cb.aio_data = (uint64_t)(uintptr_t)c;
+    c->cb.aio_lio_opcode = IOCB_CMD_PREAD;
+    c->cb.aio_fildes = (uint32_t)file_fd;
+    c->cb.aio_buf = (uint64_t)(uintptr_t)c->block;
+    c->cb.aio_nbytes = bs;
+    c->cb.aio_offset = (int64_t)(block * bs);
+    c->cb.aio_flags = IOCB_FLAG_RESFD;
+    c->cb.aio_resfd = (uint32_t)efd;
+    c->reading = 1;
+    pending[np++] = &c->cb;
+}
+
+/* A response was written whole: back to reading, and on to a request already waiting. */
+static void sent_whole(struct conn *c, int was_waiting) {
+    if (was_waiting) watch(c, EPOLLIN, EPOLL_CTL_MOD);
+    start_request(c);
 }
 
 /* Writes what is left of the response; 1 when all of it is out. */
@@ -194,7 +255,7 @@ static int send_rest(struct conn *c) {
         ssize_t w = writev(c->fd, iov, n);
         if (w < 0) {
             if (errno == EAGAIN) {
-                partial_sends++;
+                write_waits++;
                 return 0;
             }
             if (errno == EINTR) continue;
@@ -248,11 +309,17 @@ int main(int argc, char **argv) {
     struct epoll_event eev = {.events = EPOLLIN, .data.ptr = &efd};
     epoll_ctl(ep, EPOLL_CTL_ADD, efd, &eev);
 
+    /* SIGTERM is taken only inside epoll_pwait, so that one sent at any moment ends it. */
+    sigset_t term, open_mask;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, &open_mask);
+    sigdelset(&open_mask, SIGTERM);
     struct epoll_event evs[MAX_EVENTS];
-    struct iocb *pending[MAX_EVENTS];
     struct io_event done[MAX_EVENTS];
     for (;;) {
-        int n = epoll_wait(ep, evs, MAX_EVENTS, -1), np = 0;
+        np = 0;
+        int n = epoll_pwait(ep, evs, MAX_EVENTS, -1, &open_mask);
         if (stopping) finish();
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -262,7 +329,12 @@ int main(int argc, char **argv) {
             void *p = evs[i].data.ptr;
             if (p == NULL) {  /* new clients */
                 int fd;
-                while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                for (;;) {
+                    fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+                    if (fd < 0) {
+                        if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED) break;
+                        die("accept4");
+                    }
                     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
                     if (sndbuf) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
                     struct conn *c = calloc(1, sizeof *c);
@@ -281,11 +353,7 @@ int main(int argc, char **argv) {
                         struct conn *c = (struct conn *)(uintptr_t)done[j].data;
                         c->reading = 0;
                         in_flight_add(-1);
-                        if (c->closing) {
-                            block_free(c->block);
-                            free(c);
-                            continue;
-                        }
+                        if (c->dead) continue;  /* freed at the end of the turn */
                         if (done[j].res != (long long)bs) {
                             fprintf(stderr, "coldfloor: read returned %lld\n", done[j].res);
                             exit(1);
@@ -296,15 +364,17 @@ int main(int argc, char **argv) {
                         int r = send_rest(c);
                         if (r < 0) drop_conn(c);
                         else if (r == 0) watch(c, EPOLLOUT, EPOLL_CTL_MOD);
+                        else sent_whole(c, 0);
                     }
                 }
                 continue;
             }
             struct conn *c = p;
+            if (c->dead) continue;
             if (evs[i].events & EPOLLOUT) {
                 int r = send_rest(c);
                 if (r < 0) drop_conn(c);
-                else if (r == 1) watch(c, EPOLLIN, EPOLL_CTL_MOD);
+                else if (r == 1) sent_whole(c, 1);
                 continue;
             }
             ssize_t r = recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, 0);
@@ -314,28 +384,7 @@ int main(int argc, char **argv) {
                 continue;
             }
             c->in_len += (size_t)r;
-            char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
-            if (!end) {
-                if (c->in_len == IN_CAP) drop_conn(c);
-                continue;
-            }
-            /* One request at a time (wrk waits for each answer): drop its bytes. */
-            size_t used = (size_t)(end + 4 - c->in);
-            memmove(c->in, c->in + used, c->in_len - used);
-            c->in_len -= used;
-            if (c->reading) continue;
-            uint64_t block = next_block();
-            memset(&c->cb, 0, sizeof c->cb);
-            c->cb.aio_data = (uint64_t)(uintptr_t)c;
-            c->cb.aio_lio_opcode = IOCB_CMD_PREAD;
-            c->cb.aio_fildes = (uint32_t)file_fd;
-            c->cb.aio_buf = (uint64_t)(uintptr_t)c->block;
-            c->cb.aio_nbytes = bs;
-            c->cb.aio_offset = (int64_t)(block * bs);
-            c->cb.aio_flags = IOCB_FLAG_RESFD;
-            c->cb.aio_resfd = (uint32_t)efd;
-            c->reading = 1;
-            pending[np++] = &c->cb;
+            start_request(c);
         }
         /* This turn's reads, in one system call (as Sepia flushes its ring once a turn). */
         for (int off = 0; off < np;) {
@@ -347,5 +396,6 @@ int main(int argc, char **argv) {
             off += (int)s;
         }
         if (np) in_flight_add(np);
+        bury();
     }
 }
