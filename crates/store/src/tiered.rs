@@ -259,6 +259,15 @@ impl Disks {
     }
 }
 
+/// Reads the ring keeps at the device at once. Its read buffers are physically contiguous
+/// (huge pages, `sepia_sys` `ring/slab.rs`), so a disk that takes a descriptor per piece of
+/// a buffer holds every read it is given: unbounded, all of them then ended together and
+/// the device sat idle while the worker answered them (64 reads in a burst, 0.57–0.59 of
+/// fio's IOPS on cold 64 KiB hits); with 24 at a time the device and the worker overlap
+/// (0.98–0.99). 24 reads of ~0.1 ms each on a fast SSD are ~240k reads/s, more than the
+/// worker that checks them handles. bench/RESULTS.md, "Issue 21, thirteenth stop".
+const RING_DEPTH: usize = 24;
+
 /// The io_uring for disk reads and its driver, where configured and the kernel allows it.
 fn open_ring(
     cfg: &TieredConfig,
@@ -267,9 +276,10 @@ fn open_ring(
     if !cfg.io_uring || !any_disk {
         return None;
     }
-    // In flight at once: as many reads as may wait for the read threads, and as many
-    // bytes as 16 threads reading 4 MiB records hold.
-    let depth = cfg.max_queued_reads.clamp(1, 4096) as u32;
+    // In flight at once: at most `RING_DEPTH` reads (the rest wait in the ring's queue, as
+    // many as may wait for the read threads), and as many bytes as 16 threads reading
+    // 4 MiB records hold.
+    let depth = cfg.max_queued_reads.clamp(1, RING_DEPTH) as u32;
     let opened = sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20)
         .map(Arc::new)
         .and_then(|ring| {

@@ -27,8 +27,8 @@
 //!   to a thread if that loop ends;
 //! - `thread.rs`: [`ThreadDriver`], which drives it from a thread of its own;
 //! - `guard.rs`: what a driver that ends without being asked to leaves behind;
-//! - `driver.rs`, `read.rs`, `buffers.rs`: the ring's slots, a read and its callback, the
-//!   reused read buffers.
+//! - `driver.rs`, `read.rs`, `buffers.rs`, `slab.rs`: the ring's slots, a read and its
+//!   callback, the reused read buffers and the huge-page region they come from first.
 
 mod buffers;
 mod driver;
@@ -36,6 +36,7 @@ mod guard;
 mod read;
 mod read_ring;
 mod runtime;
+mod slab;
 mod thread;
 
 pub use buffers::held_bytes;

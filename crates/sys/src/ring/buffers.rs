@@ -10,6 +10,9 @@
 //! to 43.6 CPU-µs (medians of six interleaved pairs; bench/RESULTS.md, "Issue 21, ninth
 //! stop").
 //!
+//! Pooled classes come first from the slab (`slab.rs`): slots in huge pages, one
+//! physically contiguous piece per read. Once it is used up, from here:
+//!
 //! Buffers come in the allocator's own size classes (four per power of two, as jemalloc's:
 //! a 64 KiB record's 68–76 KiB reads all take 80 KiB, which is what the allocator would
 //! hold for any of them), from [`POOLED_MIN`] up to [`POOLED_MAX`]. A read gets a buffer of
@@ -25,10 +28,66 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 
-/// Free buffers by class, at most `max_bytes` of them.
+use super::slab::{Slab, SlabBuf};
+
+/// Free buffers by class, at most `max_bytes` of them, and the huge-page slab that pooled
+/// classes come from first (`slab.rs`).
 pub(super) struct BufferPool {
     free: Mutex<Free>,
     max_bytes: usize,
+    slab: Option<Arc<Slab>>,
+}
+
+/// A read's buffer: a slot of the slab, or an allocation of its own.
+pub(super) enum ReadBuf {
+    Slab(SlabBuf),
+    Heap(Vec<u8>),
+}
+
+impl ReadBuf {
+    pub(super) fn as_ptr(&self) -> *const u8 {
+        match self {
+            ReadBuf::Slab(b) => b.as_ptr(),
+            ReadBuf::Heap(v) => v.as_ptr(),
+        }
+    }
+
+    pub(super) fn as_mut_ptr(&mut self) -> *mut u8 {
+        match self {
+            ReadBuf::Slab(b) => b.as_mut_ptr(),
+            ReadBuf::Heap(v) => v.as_mut_ptr(),
+        }
+    }
+
+    pub(super) fn capacity(&self) -> usize {
+        match self {
+            ReadBuf::Slab(b) => b.capacity(),
+            ReadBuf::Heap(v) => v.capacity(),
+        }
+    }
+
+    /// The first `n` bytes zeroed and made the buffer's (`n` at most the capacity).
+    pub(super) fn pad(&mut self, n: usize) {
+        match self {
+            ReadBuf::Slab(b) => b.pad(n),
+            ReadBuf::Heap(v) => v.resize(n, 0),
+        }
+    }
+
+    /// Makes the first `len` bytes the buffer's.
+    ///
+    /// # Safety
+    /// `len` is at most the capacity, and the bytes past those already the buffer's, up to
+    /// `len`, were written (by the kernel's read, reaped).
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn set_len(&mut self, len: usize) {
+        match self {
+            // SAFETY: the caller's promise.
+            ReadBuf::Slab(b) => unsafe { b.set_len(len) },
+            // SAFETY: the caller's promise.
+            ReadBuf::Heap(v) => unsafe { v.set_len(len) },
+        }
+    }
 }
 
 #[derive(Default)]
@@ -56,25 +115,32 @@ pub fn held_bytes(capacity: usize) -> usize {
 }
 
 impl BufferPool {
-    pub(super) fn new(max_bytes: usize) -> Arc<BufferPool> {
+    /// A pool of at most `max_bytes` of free buffers, with a slab of `slab_bytes` (none
+    /// below a huge page).
+    pub(super) fn new(max_bytes: usize, slab_bytes: usize) -> Arc<BufferPool> {
         Arc::new(BufferPool {
             free: Mutex::new(Free::default()),
             max_bytes,
+            slab: Slab::new(slab_bytes),
         })
     }
 
-    /// An empty buffer of `capacity` bytes rounded up to its class: a free one if any.
-    pub(super) fn take(&self, capacity: usize) -> Vec<u8> {
+    /// An empty buffer of `capacity` bytes rounded up to its class: a slot of the slab for
+    /// a pooled class while the slab has one, else a free buffer if any, else a new one.
+    pub(super) fn take(&self, capacity: usize) -> ReadBuf {
         let class = held_bytes(capacity);
         if (POOLED_MIN..=POOLED_MAX).contains(&class) {
+            if let Some(b) = self.slab.as_ref().and_then(|s| s.take(class)) {
+                return ReadBuf::Slab(b);
+            }
             let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(mut b) = free.classes.get_mut(&class).and_then(Vec::pop) {
                 free.bytes -= class;
                 b.clear();
-                return b;
+                return ReadBuf::Heap(b);
             }
         }
-        Vec::with_capacity(class)
+        ReadBuf::Heap(Vec::with_capacity(class))
     }
 
     fn give(&self, buf: Vec<u8>) {
@@ -94,12 +160,16 @@ impl BufferPool {
     }
 }
 
-/// `buf` as `Bytes`, its buffer given back to `pool` when the last handle goes.
-pub(super) fn pooled(buf: Vec<u8>, pool: &Arc<BufferPool>) -> Bytes {
-    Bytes::from_owner(Pooled {
-        buf,
-        pool: Arc::downgrade(pool),
-    })
+/// `buf` as `Bytes`, its buffer given back (to `pool`, or its slot to the slab) when the
+/// last handle goes.
+pub(super) fn pooled(buf: ReadBuf, pool: &Arc<BufferPool>) -> Bytes {
+    match buf {
+        ReadBuf::Slab(b) => Bytes::from_owner(b),
+        ReadBuf::Heap(buf) => Bytes::from_owner(Pooled {
+            buf,
+            pool: Arc::downgrade(pool),
+        }),
+    }
 }
 
 struct Pooled {
@@ -125,32 +195,39 @@ impl Drop for Pooled {
 mod tests {
     use super::*;
 
+    fn heap(b: ReadBuf) -> Vec<u8> {
+        match b {
+            ReadBuf::Heap(v) => v,
+            ReadBuf::Slab(_) => panic!("a slot where an allocation was expected"),
+        }
+    }
+
     #[test]
     fn a_buffer_comes_back_when_its_last_handle_goes_and_only_to_its_class() {
-        let pool = BufferPool::new(1 << 20);
-        let mut buf = pool.take(70_000);
+        let pool = BufferPool::new(1 << 20, 0);
+        let mut buf = heap(pool.take(70_000));
         assert_eq!(buf.capacity(), held_bytes(70_000));
         let at = buf.as_ptr();
         buf.extend_from_slice(&[7; 100]);
-        let bytes = pooled(buf, &pool);
+        let bytes = pooled(ReadBuf::Heap(buf), &pool);
         let part = bytes.slice(10..20);
         drop(bytes);
-        let other = pool.take(70_000);
+        let other = heap(pool.take(70_000));
         assert_ne!(other.as_ptr(), at, "still held by `part`");
         assert_eq!(&part[..], &[7; 10]);
         drop(part);
-        let larger = pool.take(90_000);
+        let larger = heap(pool.take(90_000));
         assert_ne!(larger.as_ptr(), at, "another class: a new one");
-        let again = pool.take(71_000);
+        let again = heap(pool.take(71_000));
         assert_eq!(
             (again.as_ptr(), again.len()),
             (at, 0),
             "the same class, emptied"
         );
         // Small buffers are not kept.
-        let small = pool.take(5_000);
+        let small = heap(pool.take(5_000));
         let small_at = small.as_ptr();
-        drop(pooled(small, &pool));
+        drop(pooled(ReadBuf::Heap(small), &pool));
         let _hold = Vec::<u8>::with_capacity(8_192);
         assert!(
             pool.free.lock().unwrap().bytes == 0,
@@ -172,12 +249,38 @@ mod tests {
 
     #[test]
     fn the_pool_keeps_at_most_its_bytes() {
-        let pool = BufferPool::new(100_000);
+        let pool = BufferPool::new(100_000, 0);
         let bufs: Vec<_> = (0..3).map(|_| pool.take(40_000)).collect();
         for b in bufs {
             drop(pooled(b, &pool));
         }
         let free = pool.free.lock().unwrap();
         assert_eq!(free.bytes, 2 * held_bytes(40_000));
+    }
+
+    #[test]
+    fn pooled_classes_come_from_the_slab_until_it_is_used_up() {
+        let pool = BufferPool::new(1 << 20, super::super::slab::CHUNK);
+        let per_chunk = super::super::slab::CHUNK / held_bytes(70_000);
+        let slots: Vec<_> = (0..per_chunk).map(|_| pool.take(70_000)).collect();
+        assert!(slots.iter().all(|b| matches!(b, ReadBuf::Slab(_))));
+        assert!(
+            matches!(pool.take(70_000), ReadBuf::Heap(_)),
+            "the slab used up: an allocation"
+        );
+        assert!(
+            matches!(pool.take(5_000), ReadBuf::Heap(_)),
+            "below the pooled classes: never a slot"
+        );
+        // A slot's bytes, handed out and dropped, free the slot for the next read.
+        let mut slots = slots;
+        let mut b = slots.pop().unwrap();
+        let at = b.as_ptr();
+        b.pad(4);
+        let bytes = pooled(b, &pool);
+        assert_eq!(&bytes[..], &[0; 4]);
+        drop(bytes);
+        let again = pool.take(70_000);
+        assert!(matches!(&again, ReadBuf::Slab(_)) && again.as_ptr() == at);
     }
 }

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
 
-use super::buffers::{pooled, BufferPool};
+use super::buffers::{pooled, BufferPool, ReadBuf};
 use super::read::{Done, Read};
 
 /// A read in flight: the buffer the kernel writes (its spare capacity from `base + filled`
 /// to `base + len`) and the file, both kept until the read's completion is reaped.
 struct InFlight {
     read: Read,
-    buf: Vec<u8>,
+    buf: ReadBuf,
     base: usize,
     filled: usize,
 }
@@ -66,8 +66,8 @@ impl Driver {
             queue: VecDeque::new(),
             logged: None,
             cq: Vec::new(),
-            // As many bytes as may be in flight, up to 32 MiB.
-            buffers: BufferPool::new(max_bytes.min(32 << 20)),
+            // As many bytes as may be in flight, up to 32 MiB, kept free or in the slab.
+            buffers: BufferPool::new(max_bytes.min(32 << 20), max_bytes.min(32 << 20)),
             flush_asked: false,
             flush_later: None,
             dead: false,
@@ -102,7 +102,7 @@ impl Driver {
         // `ReadRing::submit` checked `align` (a power of two, ≤ 1 MiB) and `len` (< 4 GiB).
         let mut buf = self.buffers.take(read.len + read.align - 1);
         let base = buf.as_ptr().align_offset(read.align);
-        buf.resize(base, 0);
+        buf.pad(base);
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1
@@ -134,9 +134,10 @@ impl Driver {
         // start or after its completion was reaped).
         #[allow(unsafe_code)]
         // SAFETY: the entry points into a buffer that stays allocated, unmoved and unread
-        // until its completion is reaped: a slot's `Vec`, never touched while in flight,
-        // freed only in `completed` after its final completion, or leaked (`drain`). Its
-        // descriptor is the slot's `Arc<File>`, held at least as long.
+        // until its completion is reaped: a slot's `ReadBuf` (its own `Vec`, or a slot of
+        // the slab, whose mapping its `Arc` keeps: `slab.rs`), never touched while in
+        // flight, freed only in `completed` after its final completion, or leaked
+        // (`drain`). Its descriptor is the slot's `Arc<File>`, held at least as long.
         let pushed = unsafe { self.ring.submission().push(&entry) };
         pushed.expect("the submission queue has room for every read in flight");
     }
@@ -254,7 +255,8 @@ impl Driver {
             unsafe {
                 f.buf.set_len(end)
             };
-            pooled(std::mem::take(&mut f.buf), &self.buffers).slice(f.base..)
+            let buf = std::mem::replace(&mut f.buf, ReadBuf::Heap(Vec::new()));
+            pooled(buf, &self.buffers).slice(f.base..)
         });
         Some((f.read.done, bytes))
     }

@@ -1,0 +1,261 @@
+//! Read buffers carved from huge pages: a fixed region, advised into transparent huge pages
+//! and cut into slots of the pool's size classes, so that a read's buffer is one physically
+//! contiguous piece of memory instead of one piece per 4 KiB page.
+//!
+//! Why: a virtual disk without indirect descriptors (this project's bench machine's
+//! virtio-blk) takes one descriptor of its ring per physically separate piece of a read's
+//! buffer. Buffers from the allocator came out as 17 pieces per 68 KiB read (not two of
+//! their pages adjacent), so the disk held 12–16 reads at once; with about half the buffers
+//! in one piece it held 19–25, each read spent half as long in the block layer, and cold
+//! 64 KiB hits went from 0.78 to 0.88 of fio's IOPS (bench/RESULTS.md, "Issue 21, thirteenth
+//! stop"). Only these buffers get huge pages: the allocator's own huge pages (jemalloc
+//! `thp:always`) made hits' p99 3–7× longer under idle-connection churn.
+//!
+//! The region is mapped once, touched only where a read lands (the kernel faults in a whole
+//! huge page where it can, ordinary pages where transparent huge pages are off), and never
+//! shrinks: its size is the cap on pooled read buffers. A 2 MiB chunk is given to one size
+//! class the first time that class needs a slot and none is free. With the region used up a
+//! read takes an ordinary buffer, as before.
+//!
+//! # Soundness
+//! The region is a private anonymous mapping owned by the [`Slab`]; it is unmapped only in
+//! the slab's `Drop`, which runs once no [`SlabBuf`] holds the slab's `Arc`. Each slot is
+//! handed out by [`Slab::take`] to one `SlabBuf` at a time (its offset leaves the free list
+//! under the lock and comes back only in that `SlabBuf`'s `Drop`), so the memory a
+//! `SlabBuf` points at is its own while it lives. A `SlabBuf` forgotten while the kernel may
+//! still write it (the ring giving up on a read) leaks its `Arc`, so the region is never
+//! unmapped under the kernel.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// A transparent huge page.
+pub(super) const CHUNK: usize = 2 << 20;
+
+/// The region and the free slots of each class.
+pub(super) struct Slab {
+    /// Where the mapping starts (for `munmap`), its length, and the first chunk (aligned).
+    map: NonNull<u8>,
+    map_len: usize,
+    base: NonNull<u8>,
+    chunks: usize,
+    free: Mutex<Free>,
+}
+
+#[derive(Default)]
+struct Free {
+    /// Chunks not yet given to a class.
+    next_chunk: usize,
+    /// Free slots (offsets into the region) by class.
+    classes: Vec<(usize, Vec<usize>)>,
+}
+
+#[allow(unsafe_code)]
+// SAFETY: the pointers name a mapping the slab owns and that lives as long as it (see the
+// module's "Soundness"); the slab itself only hands out offsets, under its lock.
+unsafe impl Send for Slab {}
+#[allow(unsafe_code)]
+// SAFETY: as for `Send`: shared use goes through the lock.
+unsafe impl Sync for Slab {}
+
+impl Slab {
+    /// A region of `bytes` rounded down to whole chunks; `None` for less than one chunk or
+    /// when the mapping fails (reads then take ordinary buffers).
+    pub(super) fn new(bytes: usize) -> Option<Arc<Slab>> {
+        let chunks = bytes / CHUNK;
+        if chunks == 0 {
+            return None;
+        }
+        // One chunk more than needed, so that the chunks start on a huge page's boundary.
+        let map_len = (chunks + 1) * CHUNK;
+        #[allow(unsafe_code)]
+        // SAFETY: a new private anonymous mapping at an address of the kernel's choosing:
+        // it overlaps nothing. `MAP_NORESERVE`: pages are committed as reads touch them.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return None;
+        }
+        let map = NonNull::new(map.cast::<u8>())?;
+        let base = map.as_ptr().wrapping_add(map.as_ptr().align_offset(CHUNK));
+        #[allow(unsafe_code)]
+        // SAFETY: advice on a range inside the mapping just made; it changes how pages are
+        // backed, never their contents. Refused (transparent huge pages compiled out or
+        // off): ordinary pages, which is still correct.
+        let _ = unsafe { libc::madvise(base.cast(), chunks * CHUNK, libc::MADV_HUGEPAGE) };
+        Some(Arc::new(Slab {
+            map,
+            map_len,
+            base: NonNull::new(base)?,
+            chunks,
+            free: Mutex::new(Free::default()),
+        }))
+    }
+
+    /// A free slot of `class` bytes, carving a new chunk for the class if none is free;
+    /// `None` when the region is used up (or `class` is larger than a chunk).
+    pub(super) fn take(self: &Arc<Self>, class: usize) -> Option<SlabBuf> {
+        if class == 0 || class > CHUNK {
+            return None;
+        }
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = match free.classes.iter().position(|(c, _)| *c == class) {
+            Some(i) => i,
+            None => {
+                free.classes.push((class, Vec::new()));
+                free.classes.len() - 1
+            }
+        };
+        if free.classes[at].1.is_empty() && free.next_chunk < self.chunks {
+            let chunk = free.next_chunk * CHUNK;
+            free.next_chunk += 1;
+            // Highest offsets first: slots are taken from the chunk's start.
+            let slots = (0..CHUNK / class).rev().map(|k| chunk + k * class);
+            free.classes[at].1.extend(slots);
+        }
+        let offset = free.classes[at].1.pop()?;
+        Some(SlabBuf {
+            slab: Arc::clone(self),
+            offset,
+            class,
+            len: 0,
+        })
+    }
+
+    fn give(&self, class: usize, offset: usize) {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, slots)) = free.classes.iter_mut().find(|(c, _)| *c == class) {
+            slots.push(offset);
+        }
+    }
+}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: the mapping made in `new`, whole; no `SlabBuf` is left (each holds an
+        // `Arc` of this slab), so nothing points into it any more.
+        let _ = unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+    }
+}
+
+/// One slot of a [`Slab`]: `class` bytes, of which the first `len` are the buffer's.
+pub(super) struct SlabBuf {
+    slab: Arc<Slab>,
+    offset: usize,
+    class: usize,
+    len: usize,
+}
+
+impl SlabBuf {
+    pub(super) fn capacity(&self) -> usize {
+        self.class
+    }
+
+    pub(super) fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.slab.base.as_ptr().wrapping_add(self.offset)
+    }
+
+    pub(super) fn as_ptr(&self) -> *const u8 {
+        self.slab.base.as_ptr().wrapping_add(self.offset)
+    }
+
+    /// The first `n` bytes zeroed and made the buffer's (`n` at most the capacity).
+    pub(super) fn pad(&mut self, n: usize) {
+        assert!(n <= self.class, "padding past the slot");
+        #[allow(unsafe_code)]
+        // SAFETY: `n` bytes from the slot's start are inside the slot (checked), which is
+        // this buffer's alone (see the module's "Soundness").
+        unsafe {
+            self.as_mut_ptr().write_bytes(0, n);
+        }
+        self.len = n;
+    }
+
+    /// Makes the first `len` bytes the buffer's.
+    ///
+    /// # Safety
+    /// `len` is at most the capacity. (Every byte of a slot is initialised: the mapping
+    /// starts zeroed and is only ever written.)
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn set_len(&mut self, len: usize) {
+        debug_assert!(len <= self.class);
+        self.len = len;
+    }
+}
+
+impl AsRef<[u8]> for SlabBuf {
+    fn as_ref(&self) -> &[u8] {
+        #[allow(unsafe_code)]
+        // SAFETY: `len` bytes inside this buffer's slot (`pad` and `set_len` keep it within
+        // the capacity), initialised (the mapping starts zeroed), and not written while
+        // borrowed: the kernel's write ended before the buffer was handed out as bytes, and
+        // nothing else holds the slot.
+        unsafe {
+            std::slice::from_raw_parts(self.as_ptr(), self.len)
+        }
+    }
+}
+
+impl Drop for SlabBuf {
+    fn drop(&mut self) {
+        self.slab.give(self.class, self.offset);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_carved_by_class_used_again_and_run_out() {
+        let slab = Slab::new(2 * CHUNK).expect("a mapping");
+        let class = 80 << 10;
+        let per_chunk = CHUNK / class;
+        let mut held: Vec<SlabBuf> = (0..per_chunk).map(|_| slab.take(class).unwrap()).collect();
+        let mut starts: Vec<usize> = held.iter().map(|b| b.offset).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(starts.len(), per_chunk, "every slot handed out once");
+        // Another class takes the second chunk; then the region is used up for both.
+        let other = slab.take(32 << 10).expect("a chunk for the second class");
+        assert!(other.offset >= CHUNK);
+        assert!(
+            slab.take(class).is_none(),
+            "no chunk left for the first class"
+        );
+        // A slot given back is the next one taken, and keeps what was written to it.
+        let mut b = held.pop().unwrap();
+        let at = b.offset;
+        b.pad(10);
+        drop(b);
+        let again = slab.take(class).unwrap();
+        assert_eq!(again.offset, at);
+        assert!(slab.take(CHUNK + 1).is_none(), "larger than a chunk");
+    }
+
+    #[test]
+    fn a_buffer_reads_back_what_was_written_and_the_region_outlives_its_slots() {
+        let slab = Slab::new(CHUNK).unwrap();
+        let mut b = slab.take(64 << 10).unwrap();
+        b.pad(3);
+        let p = b.as_mut_ptr();
+        #[allow(unsafe_code)]
+        // SAFETY: inside the slot, which this test holds alone.
+        unsafe {
+            p.write_bytes(7, 5);
+            b.set_len(5);
+        }
+        drop(slab);
+        assert_eq!(b.as_ref(), &[7; 5], "the slot's `Arc` keeps the mapping");
+        assert_eq!(b.capacity(), 64 << 10);
+    }
+}
