@@ -59,13 +59,6 @@ impl ReadBuf {
         }
     }
 
-    pub(super) fn capacity(&self) -> usize {
-        match self {
-            ReadBuf::Slab(b) => b.capacity(),
-            ReadBuf::Heap(v) => v.capacity(),
-        }
-    }
-
     /// The first `n` bytes zeroed and made the buffer's (`n` at most the capacity).
     pub(super) fn pad(&mut self, n: usize) {
         match self {

@@ -156,10 +156,6 @@ pub(super) struct SlabBuf {
 }
 
 impl SlabBuf {
-    pub(super) fn capacity(&self) -> usize {
-        self.class
-    }
-
     pub(super) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.slab.base.as_ptr().wrapping_add(self.offset)
     }
@@ -256,6 +252,6 @@ mod tests {
         }
         drop(slab);
         assert_eq!(b.as_ref(), &[7; 5], "the slot's `Arc` keeps the mapping");
-        assert_eq!(b.capacity(), 64 << 10);
+        assert_eq!(b.class, 64 << 10);
     }
 }
