@@ -247,6 +247,8 @@ struct Disks {
     #[allow(dead_code, reason = "held for its Drop, which stops it")]
     ring_driver: Option<sepia_sys::ring::RingDriver>,
     ring: Option<Arc<sepia_sys::ring::ReadRing>>,
+    /// The addresses of the ring's huge-page read buffers (`ReadRing::slab_range`).
+    slab: Option<std::ops::Range<usize>>,
 }
 
 impl Disks {
@@ -259,7 +261,7 @@ impl Disks {
     }
 }
 
-/// Reads the ring keeps at the device at once. Its read buffers are physically contiguous
+/// Reads the ring keeps at each disk's device at once (on average: one ring serves them all). Its read buffers are physically contiguous
 /// (huge pages, `sepia_sys` `ring/slab.rs`), so a disk that takes a descriptor per piece of
 /// a buffer holds every read it is given: unbounded, all of them then ended together and
 /// the device sat idle while the worker answered them (64 reads in a burst, 0.57–0.59 of
@@ -271,15 +273,15 @@ const RING_DEPTH: usize = 24;
 /// The io_uring for disk reads and its driver, where configured and the kernel allows it.
 fn open_ring(
     cfg: &TieredConfig,
-    any_disk: bool,
+    disks: usize,
 ) -> Option<(Arc<sepia_sys::ring::ReadRing>, sepia_sys::ring::RingDriver)> {
-    if !cfg.io_uring || !any_disk {
+    if !cfg.io_uring || disks == 0 {
         return None;
     }
-    // In flight at once: at most `RING_DEPTH` reads (the rest wait in the ring's queue, as
-    // many as may wait for the read threads), and as many bytes as 16 threads reading
-    // 4 MiB records hold.
-    let depth = cfg.max_queued_reads.clamp(1, RING_DEPTH) as u32;
+    // In flight at once: at most `RING_DEPTH` reads per disk (the rest wait in the ring's
+    // queue, as many as may wait for the read threads), and as many bytes as 16 threads
+    // reading 4 MiB records hold.
+    let depth = cfg.max_queued_reads.clamp(1, RING_DEPTH * disks) as u32;
     let opened = sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20)
         .map(Arc::new)
         .and_then(|ring| {
@@ -360,12 +362,14 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         homes: Homes,
         disk_bytes: u64,
     ) -> Self {
-        let (ring, ring_driver) = open_ring(&cfg, !engines.is_empty()).unzip();
+        let (ring, ring_driver) = open_ring(&cfg, engines.len()).unzip();
+        let slab = ring.as_ref().and_then(|r| r.slab_range());
         let disks = Arc::new(Disks {
             homes,
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),
             ring,
             ring_driver,
+            slab,
             engines,
         });
         let for_hook = Arc::clone(&disks);
@@ -598,6 +602,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         let segment_from = self.segment_body_min;
         if let Some((ring, _, r)) = ring {
             let record = r.record;
+            let slab = self.disks.slab.clone();
             let read = sepia_sys::ring::Read {
                 file: r.file,
                 at: r.at,
@@ -606,7 +611,13 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 align: r.align,
                 fallback: r.fallback,
                 done: Box::new(move |bytes| {
-                    let records = disk.ring_records(&record, &key, hash, segment_from, bytes);
+                    let records = disk.ring_records(
+                        &record,
+                        (&key, hash),
+                        segment_from,
+                        bytes,
+                        slab.as_ref(),
+                    );
                     let to = SegmentTarget {
                         bodies: &bodies,
                         disk_index,

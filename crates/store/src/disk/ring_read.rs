@@ -88,13 +88,16 @@ impl DiskEngine {
     }
 
     /// The records the ring's `read` of `r` gives, booked as the read threads book theirs.
+    /// `slab`: the addresses of the ring's huge-page buffers, whose bytes are copied out
+    /// rather than kept (a kept record would hold its slot for as long as the memory tier
+    /// keeps the object it becomes, and the slab's few hundred slots would run out).
     pub(crate) fn ring_records(
         &self,
         r: &RingRecord,
-        primary: &[u8],
-        hash: u64,
+        (primary, hash): (&[u8], u64),
         segment_from: u64,
         read: io::Result<Bytes>,
+        slab: Option<&std::ops::Range<usize>>,
     ) -> Vec<DiskRecord> {
         let mut out = Vec::new();
         let b = match read {
@@ -112,13 +115,40 @@ impl DiskEngine {
                 return out;
             }
         };
-        let len = r.loc.len as usize;
-        let b = match keep_blocks(r.held, len) {
-            true => b.slice(r.skip..r.skip + len),
-            false => Bytes::copy_from_slice(&b[r.skip..r.skip + len]),
-        };
+        let in_slab = slab.is_some_and(|s| s.contains(&(b.as_ptr() as usize)));
+        let b = record_bytes(b, r.skip, r.loc.len as usize, r.held, in_slab);
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);
         out
+    }
+}
+
+/// The `len` record bytes `skip` bytes into a read's buffer: a slice of it when the buffer
+/// is not much larger (`keep_blocks`) and not a slot of the ring's slab, else a copy.
+fn record_bytes(b: Bytes, skip: usize, len: usize, held: usize, in_slab: bool) -> Bytes {
+    if keep_blocks(held, len) && !in_slab {
+        b.slice(skip..skip + len)
+    } else {
+        Bytes::copy_from_slice(&b[skip..skip + len])
+    }
+}
+
+#[cfg(test)]
+mod record_bytes_tests {
+    use super::*;
+
+    #[test]
+    fn a_slab_slot_or_a_much_larger_buffer_is_copied_out_else_sliced() {
+        let buf = Bytes::from(vec![7u8; 80 << 10]);
+        let inside = |b: &Bytes| buf.as_ptr_range().contains(&b.as_ptr());
+        let kept = record_bytes(buf.clone(), 100, 68 << 10, 80 << 10, false);
+        assert!(inside(&kept) && kept.len() == 68 << 10);
+        let from_slab = record_bytes(buf.clone(), 100, 68 << 10, 80 << 10, true);
+        assert!(!inside(&from_slab) && from_slab[..] == buf[100..100 + (68 << 10)]);
+        let small = record_bytes(buf.clone(), 0, 300, 80 << 10, false);
+        assert!(
+            !inside(&small),
+            "a few hundred bytes never hold a large buffer"
+        );
     }
 }

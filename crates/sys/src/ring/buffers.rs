@@ -118,6 +118,11 @@ impl BufferPool {
         })
     }
 
+    /// The addresses of the slab's slots (none without a slab).
+    pub(super) fn slab_range(&self) -> Option<std::ops::Range<usize>> {
+        self.slab.as_ref().map(|s| s.range())
+    }
+
     /// An empty buffer of `capacity` bytes rounded up to its class: a slot of the slab for
     /// a pooled class while the slab has one, else a free buffer if any, else a new one.
     pub(super) fn take(&self, capacity: usize) -> ReadBuf {

@@ -66,12 +66,17 @@ impl Driver {
             queue: VecDeque::new(),
             logged: None,
             cq: Vec::new(),
-            // As many bytes as may be in flight, up to 32 MiB, kept free or in the slab.
-            buffers: BufferPool::new(max_bytes.min(32 << 20), max_bytes.min(32 << 20)),
+            // A slab of as many bytes as may be in flight, up to 32 MiB, and up to 8 MiB of
+            // ordinary buffers kept free for reads the slab has no slot for.
+            buffers: BufferPool::new(max_bytes.min(8 << 20), max_bytes.min(32 << 20)),
             flush_asked: false,
             flush_later: None,
             dead: false,
         }
+    }
+
+    pub(super) fn slab_range(&self) -> Option<std::ops::Range<usize>> {
+        self.buffers.slab_range()
     }
 
     pub(super) fn ring_fd(&self) -> std::os::fd::RawFd {

@@ -60,6 +60,14 @@ impl ReadRing {
         self.driver.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The addresses of the huge-page slab its read buffers come from first (`slab.rs`):
+    /// bytes a read returns from there hold their slot until dropped, so a caller that
+    /// keeps them long (a body stored in memory) should copy them out. Fixed for the ring's
+    /// life.
+    pub fn slab_range(&self) -> Option<std::ops::Range<usize>> {
+        self.lock().slab_range()
+    }
+
     /// Whether a read would wait for fewer than `max_queued` others now (racing callers
     /// may pass the bound by a few); `None` when nothing drives the ring (its driver ended
     /// and no thread could take over: reads fail at once, read some other way).

@@ -94,10 +94,16 @@ impl Slab {
         Some(Arc::new(Slab {
             map,
             map_len,
-            base: NonNull::new(base)?,
+            base: NonNull::new(base).expect("inside a mapping at a non-null address"),
             chunks,
             free: Mutex::new(Free::default()),
         }))
+    }
+
+    /// The addresses its slots lie in.
+    pub(super) fn range(&self) -> std::ops::Range<usize> {
+        let start = self.base.as_ptr() as usize;
+        start..start + self.chunks * CHUNK
     }
 
     /// A free slot of `class` bytes, carving a new chunk for the class if none is free;
@@ -228,7 +234,7 @@ mod tests {
             slab.take(class).is_none(),
             "no chunk left for the first class"
         );
-        // A slot given back is the next one taken, and keeps what was written to it.
+        // A slot given back is the next one taken.
         let mut b = held.pop().unwrap();
         let at = b.offset;
         b.pad(10);

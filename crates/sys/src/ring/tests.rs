@@ -458,3 +458,44 @@ fn a_ring_whose_driver_was_dropped_before_its_runtime_ended_refuses_reads() {
     let (at, _, r) = recv(&rx);
     assert_eq!((at, &r.unwrap()[..]), (0, &data[..100]));
 }
+
+#[test]
+fn reads_of_pooled_sizes_land_in_the_slab_directly_or_buffered() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let path = dir.path().join("f");
+    let data: Vec<u8> = (0..400_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(&path, &data).unwrap();
+    // 4 MiB of buffers in flight: a slab of two huge-page chunks.
+    let Some(ring) = ring(8, 10, 4 << 20) else {
+        return;
+    };
+    let slab = ring.slab_range().expect("a slab for 4 MiB of buffers");
+    assert_eq!(slab.len(), 4 << 20);
+    let (tx, rx) = mpsc::channel();
+    let buffered = Arc::new(File::open(&path).unwrap());
+    use std::os::unix::fs::OpenOptionsExt;
+    let direct = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(&path)
+        .map(Arc::new);
+    let mut held = Vec::new();
+    for (k, at) in [0u64, 65_536, 139_264, 4096].into_iter().enumerate() {
+        let mut r = read(&buffered, at, 65_536, &tx);
+        if let (Ok(direct), true) = (&direct, k % 2 == 0) {
+            r = read(direct, at, 65_536, &tx);
+            (r.align, r.fallback) = (4096, Some(Arc::clone(&buffered)));
+        }
+        ring.submit(r);
+        let b = recv(&rx).2.expect("read");
+        assert_eq!(&b[..], &data[at as usize..at as usize + 65_536]);
+        assert!(slab.contains(&(b.as_ptr() as usize)), "read {k} in the slab");
+        assert_eq!(b.as_ptr().align_offset(4096), 0, "slots are page-aligned");
+        held.push(b);
+    }
+    // Four slots held at once are four different slots.
+    let mut at: Vec<usize> = held.iter().map(|b| b.as_ptr() as usize).collect();
+    at.sort_unstable();
+    at.dedup();
+    assert_eq!(at.len(), 4);
+}
