@@ -247,8 +247,8 @@ struct Disks {
     #[allow(dead_code, reason = "held for its Drop, which stops it")]
     ring_driver: Option<sepia_sys::ring::RingDriver>,
     ring: Option<Arc<sepia_sys::ring::ReadRing>>,
-    /// The addresses of the ring's huge-page read buffers (`ReadRing::slab_range`).
-    slab: Option<std::ops::Range<usize>>,
+    /// The ring's huge-page read buffers (`ReadRing::slab_gauge`).
+    slab: Option<sepia_sys::ring::SlabGauge>,
 }
 
 impl Disks {
@@ -363,7 +363,7 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         disk_bytes: u64,
     ) -> Self {
         let (ring, ring_driver) = open_ring(&cfg, engines.len()).unzip();
-        let slab = ring.as_ref().and_then(|r| r.slab_range());
+        let slab = ring.as_ref().and_then(|r| r.slab_gauge());
         let disks = Arc::new(Disks {
             homes,
             pool: ReadPool::new(cfg.read_threads, cfg.max_queued_reads),

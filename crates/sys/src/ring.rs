@@ -43,6 +43,7 @@ pub use buffers::held_bytes;
 pub use read::{Done, Read};
 pub use read_ring::ReadRing;
 pub use runtime::RingDriver;
+pub use slab::SlabGauge;
 pub use thread::ThreadDriver;
 
 #[cfg(test)]

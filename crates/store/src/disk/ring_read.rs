@@ -88,16 +88,17 @@ impl DiskEngine {
     }
 
     /// The records the ring's `read` of `r` gives, booked as the read threads book theirs.
-    /// `slab`: the addresses of the ring's huge-page buffers, whose bytes are copied out
-    /// rather than kept (a kept record would hold its slot for as long as the memory tier
-    /// keeps the object it becomes, and the slab's few hundred slots would run out).
+    /// `slab`: the ring's huge-page buffers. Once more than half of them are handed out,
+    /// bytes read into one are copied out rather than kept: a kept record holds its slot
+    /// for as long as the memory tier keeps the object it becomes, and the slab's few
+    /// hundred slots would run out (reads then take ordinary buffers, scattered pages).
     pub(crate) fn ring_records(
         &self,
         r: &RingRecord,
         (primary, hash): (&[u8], u64),
         segment_from: u64,
         read: io::Result<Bytes>,
-        slab: Option<&std::ops::Range<usize>>,
+        slab: Option<&sepia_sys::ring::SlabGauge>,
     ) -> Vec<DiskRecord> {
         let mut out = Vec::new();
         let b = match read {
@@ -115,8 +116,8 @@ impl DiskEngine {
                 return out;
             }
         };
-        let in_slab = slab.is_some_and(|s| s.contains(&(b.as_ptr() as usize)));
-        let b = record_bytes(b, r.skip, r.loc.len as usize, r.held, in_slab);
+        let copy = slab.is_some_and(|s| s.should_copy(b.as_ptr()));
+        let b = record_bytes(b, r.skip, r.loc.len as usize, r.held, copy);
         let read = decode_record(&r.seg, &r.loc, b, primary, hash, segment_from, false);
         self.book_read(&r.loc, hash, read, &mut out);
         out
@@ -124,9 +125,9 @@ impl DiskEngine {
 }
 
 /// The `len` record bytes `skip` bytes into a read's buffer: a slice of it when the buffer
-/// is not much larger (`keep_blocks`) and not a slot of the ring's slab, else a copy.
-fn record_bytes(b: Bytes, skip: usize, len: usize, held: usize, in_slab: bool) -> Bytes {
-    if keep_blocks(held, len) && !in_slab {
+/// is not much larger (`keep_blocks`) and need not be freed (`copy`), else a copy.
+fn record_bytes(b: Bytes, skip: usize, len: usize, held: usize, copy: bool) -> Bytes {
+    if keep_blocks(held, len) && !copy {
         b.slice(skip..skip + len)
     } else {
         Bytes::copy_from_slice(&b[skip..skip + len])

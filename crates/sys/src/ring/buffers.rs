@@ -118,9 +118,9 @@ impl BufferPool {
         })
     }
 
-    /// The addresses of the slab's slots (none without a slab).
-    pub(super) fn slab_range(&self) -> Option<std::ops::Range<usize>> {
-        self.slab.as_ref().map(|s| s.range())
+    /// The slab's gauge (none without a slab).
+    pub(super) fn slab_gauge(&self) -> Option<super::slab::SlabGauge> {
+        self.slab.as_ref().map(|s| s.gauge())
     }
 
     /// An empty buffer of `capacity` bytes rounded up to its class: a slot of the slab for

@@ -75,8 +75,8 @@ impl Driver {
         }
     }
 
-    pub(super) fn slab_range(&self) -> Option<std::ops::Range<usize>> {
-        self.buffers.slab_range()
+    pub(super) fn slab_gauge(&self) -> Option<super::slab::SlabGauge> {
+        self.buffers.slab_gauge()
     }
 
     pub(super) fn ring_fd(&self) -> std::os::fd::RawFd {

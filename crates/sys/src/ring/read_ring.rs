@@ -60,12 +60,12 @@ impl ReadRing {
         self.driver.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The addresses of the huge-page slab its read buffers come from first (`slab.rs`):
+    /// The gauge of the huge-page slab its read buffers come from first (`slab.rs`):
     /// bytes a read returns from there hold their slot until dropped, so a caller that
-    /// keeps them long (a body stored in memory) should copy them out. Fixed for the ring's
-    /// life.
-    pub fn slab_range(&self) -> Option<std::ops::Range<usize>> {
-        self.lock().slab_range()
+    /// keeps them long (a body stored in memory) should copy them out once the slab runs
+    /// low ([`SlabGauge::should_copy`]).
+    pub fn slab_gauge(&self) -> Option<super::slab::SlabGauge> {
+        self.lock().slab_gauge()
     }
 
     /// Whether a read would wait for fewer than `max_queued` others now (racing callers

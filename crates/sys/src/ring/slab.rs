@@ -27,6 +27,7 @@
 //! unmapped under the kernel.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// A transparent huge page.
@@ -40,6 +41,29 @@ pub(super) struct Slab {
     base: NonNull<u8>,
     chunks: usize,
     free: Mutex<Free>,
+    /// Bytes of slots handed out and not given back.
+    in_use: Arc<AtomicUsize>,
+}
+
+/// What a reader of the slab's bytes needs to know: whether bytes lie in a slot, and
+/// whether the slab is more than half handed out, so that bytes kept long (a body the
+/// memory tier keeps) should be copied out instead of holding their slot.
+#[derive(Clone, Debug)]
+pub struct SlabGauge {
+    range: std::ops::Range<usize>,
+    in_use: Arc<AtomicUsize>,
+}
+
+impl SlabGauge {
+    /// Whether bytes at `at` hold a slot of a slab more than half handed out.
+    pub fn should_copy(&self, at: *const u8) -> bool {
+        self.contains(at) && self.in_use.load(Relaxed) > self.range.len() / 2
+    }
+
+    /// Whether `at` lies in the slab.
+    pub fn contains(&self, at: *const u8) -> bool {
+        self.range.contains(&(at as usize))
+    }
 }
 
 #[derive(Default)]
@@ -97,7 +121,15 @@ impl Slab {
             base: NonNull::new(base).expect("inside a mapping at a non-null address"),
             chunks,
             free: Mutex::new(Free::default()),
+            in_use: Arc::default(),
         }))
+    }
+
+    pub(super) fn gauge(&self) -> SlabGauge {
+        SlabGauge {
+            range: self.range(),
+            in_use: Arc::clone(&self.in_use),
+        }
     }
 
     /// The addresses its slots lie in.
@@ -128,6 +160,7 @@ impl Slab {
             free.classes[at].1.extend(slots);
         }
         let offset = free.classes[at].1.pop()?;
+        self.in_use.fetch_add(class, Relaxed);
         Some(SlabBuf {
             slab: Arc::clone(self),
             offset,
@@ -140,6 +173,7 @@ impl Slab {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, slots)) = free.classes.iter_mut().find(|(c, _)| *c == class) {
             slots.push(offset);
+            self.in_use.fetch_sub(class, Relaxed);
         }
     }
 }
@@ -259,5 +293,26 @@ mod tests {
         drop(slab);
         assert_eq!(b.as_ref(), &[7; 5], "the slot's `Arc` keeps the mapping");
         assert_eq!(b.class, 64 << 10);
+    }
+
+    #[test]
+    fn the_gauge_says_copy_only_for_slots_of_a_slab_more_than_half_handed_out() {
+        let slab = Slab::new(CHUNK).unwrap();
+        let gauge = slab.gauge();
+        let class = 256 << 10; // eight slots fill the chunk
+        let mut held: Vec<SlabBuf> = (0..4).map(|_| slab.take(class).unwrap()).collect();
+        let outside = [0u8; 4];
+        assert!(
+            !gauge.should_copy(held[0].as_ptr()),
+            "half handed out: keep"
+        );
+        held.push(slab.take(class).unwrap());
+        assert!(gauge.should_copy(held[0].as_ptr()), "more than half: copy");
+        assert!(!gauge.should_copy(outside.as_ptr()), "not a slot: never");
+        held.truncate(2);
+        assert!(
+            !gauge.should_copy(held[0].as_ptr()),
+            "slots given back count"
+        );
     }
 }
