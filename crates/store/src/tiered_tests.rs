@@ -284,21 +284,29 @@ fn close_is_idempotent_and_lookups_go_on_during_and_after_it() {
         expect_hit(t.lookup(key.as_bytes(), &any));
     }
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The looker says when its first pass is done, so that it is running before the close
+    // starts (on a loaded machine it once had not looked at all by the time it was stopped).
+    let (first_pass, looking) = std::sync::mpsc::channel();
     let looker = {
         let (t, stop) = (Arc::clone(&t), Arc::clone(&stop));
         std::thread::spawn(move || {
             let mut hits = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            loop {
                 for i in 0..50 {
                     if let Lookup::Hit(o) = t.lookup(format!("/k/{i}").as_bytes(), &any) {
                         assert_eq!(o.body_len(), 5000);
                         hits += 1;
                     }
                 }
+                let _ = first_pass.send(());
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
             }
             hits
         })
     };
+    looking.recv().expect("the looker's first pass");
     let closers: Vec<_> = (0..3)
         .map(|_| {
             let t = Arc::clone(&t);
