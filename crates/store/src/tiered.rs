@@ -124,7 +124,7 @@ use disk_read::{
     fill_from_disk, fill_from_records, newest_usable, segment_object, SegmentBodies, SegmentTarget,
 };
 use homes::Homes;
-use open_disks::open_disks;
+use open_disks::{open_disks, open_ring};
 
 /// Metadata the disk tier can store: the proxy implements it for its `Meta` (and rebuilds
 /// what it derives from the head in `decode`).
@@ -261,44 +261,6 @@ impl Disks {
     }
 }
 
-/// Reads the ring keeps at each disk's device at once (on average: one ring serves them all). Its read buffers are physically contiguous
-/// (huge pages, `sepia_sys` `ring/slab.rs`), so a disk that takes a descriptor per piece of
-/// a buffer holds every read it is given: unbounded, all of them then ended together and
-/// the device sat idle while the worker answered them (64 reads in a burst, 0.57–0.59 of
-/// fio's IOPS on cold 64 KiB hits); with 24 at a time the device and the worker overlap
-/// (0.98–0.99). 24 reads of ~0.1 ms each on a fast SSD are ~240k reads/s, more than the
-/// worker that checks them handles. bench/RESULTS.md, "Issue 21, thirteenth stop".
-const RING_DEPTH: usize = 24;
-
-/// The io_uring for disk reads and its driver, where configured and the kernel allows it.
-fn open_ring(
-    cfg: &TieredConfig,
-    disks: usize,
-) -> Option<(Arc<sepia_sys::ring::ReadRing>, sepia_sys::ring::RingDriver)> {
-    if !cfg.io_uring || disks == 0 {
-        return None;
-    }
-    // In flight at once: at most `RING_DEPTH` reads per disk (the rest wait in the ring's
-    // queue, as many as may wait for the read threads), and as many bytes as 16 threads
-    // reading 4 MiB records hold.
-    let depth = cfg.max_queued_reads.clamp(1, RING_DEPTH * disks) as u32;
-    let opened = sepia_sys::ring::ReadRing::new(depth, cfg.max_queued_reads, 64 << 20)
-        .map(Arc::new)
-        .and_then(|ring| {
-            let driver = sepia_sys::ring::RingDriver::start(&ring, cfg.reads_on.as_ref())?;
-            Ok((ring, driver))
-        });
-    match opened {
-        Ok(ring) => Some(ring),
-        Err(e) => {
-            tracing::warn!(
-                "cache.disk_io = \"io_uring\": not available ({e}); reading with threads"
-            );
-            None
-        }
-    }
-}
-
 /// What `TieredStore::close` wrote.
 #[derive(Debug, Default)]
 struct CloseWrites {
@@ -362,7 +324,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         homes: Homes,
         disk_bytes: u64,
     ) -> Self {
-        let (ring, ring_driver) = open_ring(&cfg, engines.len()).unzip();
+        let disks_read = if cfg.io_uring { engines.len() } else { 0 };
+        let (ring, ring_driver) =
+            open_ring(disks_read, cfg.max_queued_reads, cfg.reads_on.as_ref()).unzip();
         let slab = ring.as_ref().and_then(|r| r.slab_gauge());
         let disks = Arc::new(Disks {
             homes,
@@ -611,13 +575,8 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
                 align: r.align,
                 fallback: r.fallback,
                 done: Box::new(move |bytes| {
-                    let records = disk.ring_records(
-                        &record,
-                        (&key, hash),
-                        segment_from,
-                        bytes,
-                        slab.as_ref(),
-                    );
+                    let records =
+                        disk.ring_records(&record, &key, hash, segment_from, bytes, slab.as_ref());
                     let to = SegmentTarget {
                         bodies: &bodies,
                         disk_index,

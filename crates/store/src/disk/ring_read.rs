@@ -95,7 +95,8 @@ impl DiskEngine {
     pub(crate) fn ring_records(
         &self,
         r: &RingRecord,
-        (primary, hash): (&[u8], u64),
+        primary: &[u8],
+        hash: u64,
         segment_from: u64,
         read: io::Result<Bytes>,
         slab: Option<&sepia_sys::ring::SlabGauge>,

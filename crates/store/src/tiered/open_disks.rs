@@ -1,5 +1,6 @@
 //! Opening the configured disks: each told which keys it is home to before it starts
-//! (`DiskEngine::open_homed`), and the homes noting which ones opened.
+//! (`DiskEngine::open_homed`), and the homes noting which ones opened; and the io_uring
+//! that reads them.
 
 use std::io;
 use std::sync::Arc;
@@ -49,6 +50,47 @@ fn open_disk(
         Err(e) => {
             tracing::error!(disk = %path.display(), "disk cache not opened: {e}");
             Ok(None)
+        }
+    }
+}
+
+/// Reads the ring keeps at each disk's device at once (on average: one ring serves them
+/// all). Its read buffers are physically contiguous (huge pages, `sepia_sys`
+/// `ring/slab.rs`), so a disk that takes a descriptor per piece of a buffer holds every read
+/// it is given: unbounded, all of them then ended together and the device sat idle while
+/// the worker answered them (64 reads in a burst, 0.57–0.59 of fio's IOPS on cold 64 KiB
+/// hits); with 24 at a time the device and the worker overlap (0.98–0.99). 24 reads of ~0.1 ms each on a fast SSD are ~240k reads/s, more than the
+/// worker that checks them handles. bench/RESULTS.md, "Issue 21, thirteenth stop".
+const RING_DEPTH: usize = 24;
+
+/// The io_uring for reading `disks` disks and its driver (on `reads_on`, else a thread),
+/// where the kernel allows it; `max_queued`: the reads that may wait for it
+/// (`TieredConfig::max_queued_reads`).
+pub(super) fn open_ring(
+    disks: usize,
+    max_queued: usize,
+    reads_on: Option<&tokio::runtime::Handle>,
+) -> Option<(Arc<sepia_sys::ring::ReadRing>, sepia_sys::ring::RingDriver)> {
+    if disks == 0 {
+        return None;
+    }
+    // In flight at once: at most `RING_DEPTH` reads per disk (the rest wait in the ring's
+    // queue, as many as may wait for the read threads), and as many bytes as 16 threads
+    // reading 4 MiB records hold.
+    let depth = max_queued.clamp(1, RING_DEPTH * disks) as u32;
+    let opened = sepia_sys::ring::ReadRing::new(depth, max_queued, 64 << 20)
+        .map(Arc::new)
+        .and_then(|ring| {
+            let driver = sepia_sys::ring::RingDriver::start(&ring, reads_on)?;
+            Ok((ring, driver))
+        });
+    match opened {
+        Ok(ring) => Some(ring),
+        Err(e) => {
+            tracing::warn!(
+                "cache.disk_io = \"io_uring\": not available ({e}); reading with threads"
+            );
+            None
         }
     }
 }

@@ -246,24 +246,28 @@ impl Driver {
                 Ok(())
             }
         };
-        let mut f = self.slots[slot].take().expect("a read in flight");
+        let InFlight {
+            read,
+            mut buf,
+            base,
+            filled,
+        } = self.slots[slot].take().expect("a read in flight");
         self.free.push(slot);
         self.in_flight -= 1;
-        self.in_flight_bytes -= f.read.len;
+        self.in_flight_bytes -= read.len;
         let bytes = outcome.map(|()| {
-            let end = f.base + f.filled;
+            let end = base + filled;
             #[allow(unsafe_code)]
             // SAFETY: `end` is within the capacity reserved in `start` (`filled <= len`),
             // bytes up to `base` were initialised there, and the kernel reported writing
             // every byte from `base` to `end` (its completions summed to `filled`; its
             // writes are visible once their completion is reaped).
             unsafe {
-                f.buf.set_len(end)
+                buf.set_len(end)
             };
-            let buf = std::mem::replace(&mut f.buf, ReadBuf::Heap(Vec::new()));
-            pooled(buf, &self.buffers).slice(f.base..)
+            pooled(buf, &self.buffers).slice(base..)
         });
-        Some((f.read.done, bytes))
+        Some((read.done, bytes))
     }
 
     /// The ring's end: the queued reads fail (`Interrupted`), and those in flight are

@@ -29,6 +29,15 @@ impl std::ops::Deref for Driven {
 
 /// A ring, or `None` (said) where io_uring is refused here: a container's seccomp profile
 /// (Docker's blocks it), `kernel.io_uring_disabled`. Sepia then reads with threads.
+/// `path` opened for `O_DIRECT` reads (refused on tmpfs: callers skip what needs it).
+fn open_direct(path: &std::path::Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
+        .open(path)
+}
+
 fn undriven(depth: u32, queued: usize, bytes: usize) -> Option<ReadRing> {
     match ReadRing::new(depth, queued, bytes) {
         Ok(ring) => Some(ring),
@@ -141,12 +150,7 @@ fn an_aligned_read_gets_an_aligned_buffer_and_reads_past_the_page_cache() {
     let path = dir.path().join("f");
     let data: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(&path, &data).unwrap();
-    use std::os::unix::fs::OpenOptionsExt;
-    let direct = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(&path);
-    let Ok(direct) = direct else {
+    let Ok(direct) = open_direct(&path) else {
         return; // no O_DIRECT here: nothing to check
     };
     let file = Arc::new(direct);
@@ -472,12 +476,7 @@ fn reads_of_pooled_sizes_land_in_the_slab_directly_or_buffered() {
     let slab = ring.slab_gauge().expect("a slab for 4 MiB of buffers");
     let (tx, rx) = mpsc::channel();
     let buffered = Arc::new(File::open(&path).unwrap());
-    use std::os::unix::fs::OpenOptionsExt;
-    let direct = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(&path)
-        .map(Arc::new);
+    let direct = open_direct(&path).map(Arc::new);
     let mut held = Vec::new();
     for (k, at) in [0u64, 65_536, 139_264, 4096].into_iter().enumerate() {
         let mut r = read(&buffered, at, 65_536, &tx);
