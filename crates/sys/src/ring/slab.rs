@@ -14,8 +14,10 @@
 //! The region is mapped once, touched only where a read lands (the kernel faults in a whole
 //! huge page where it can, ordinary pages where transparent huge pages are off), and never
 //! shrinks: its size is the cap on pooled read buffers. A 2 MiB chunk is given to one size
-//! class the first time that class needs a slot and none is free. With the region used up a
-//! read takes an ordinary buffer, as before.
+//! class the first time that class needs a slot and none is free. With every chunk given
+//! out, a class that needs one takes a chunk none of whose slots is handed out from another
+//! class (so a workload whose record sizes shift is not left with chunks cut for sizes it
+//! no longer reads); with none such, a read takes an ordinary buffer, as before.
 //!
 //! # Soundness
 //! The region is a private anonymous mapping owned by the [`Slab`]; it is unmapped only in
@@ -72,6 +74,33 @@ struct Free {
     next_chunk: usize,
     /// Free slots (offsets into the region) by class.
     classes: Vec<(usize, Vec<usize>)>,
+    /// By chunk given out: its class, and how many of its slots are handed out.
+    chunks: Vec<ChunkUse>,
+}
+
+#[derive(Clone, Copy)]
+struct ChunkUse {
+    class: usize,
+    taken: u32,
+}
+
+impl Free {
+    /// A chunk for `class`: the next one never given out, else one whose slots are all free
+    /// (taken back from its class's free list); `None` when every chunk has a slot out.
+    fn chunk_for(&mut self, class: usize, chunks: usize) -> Option<usize> {
+        if self.next_chunk < chunks {
+            self.next_chunk += 1;
+            self.chunks.push(ChunkUse { class, taken: 0 });
+            return Some(self.next_chunk - 1);
+        }
+        let c = self.chunks.iter().position(|u| u.taken == 0)?;
+        let old = self.chunks[c].class;
+        if let Some((_, slots)) = self.classes.iter_mut().find(|(k, _)| *k == old) {
+            slots.retain(|&at| at / CHUNK != c);
+        }
+        self.chunks[c].class = class;
+        Some(c)
+    }
 }
 
 #[allow(unsafe_code)]
@@ -138,8 +167,9 @@ impl Slab {
         start..start + self.chunks * CHUNK
     }
 
-    /// A free slot of `class` bytes, carving a new chunk for the class if none is free;
-    /// `None` when the region is used up (or `class` is larger than a chunk).
+    /// A free slot of `class` bytes, carving a chunk for the class if none is free (a new
+    /// one, else an idle one of another class); `None` when every chunk has a slot handed
+    /// out and none is free in this class (or `class` is larger than a chunk).
     pub(super) fn take(self: &Arc<Self>, class: usize) -> Option<SlabBuf> {
         if class == 0 || class > CHUNK {
             return None;
@@ -152,14 +182,15 @@ impl Slab {
                 free.classes.len() - 1
             }
         };
-        if free.classes[at].1.is_empty() && free.next_chunk < self.chunks {
-            let chunk = free.next_chunk * CHUNK;
-            free.next_chunk += 1;
-            // Highest offsets first: slots are taken from the chunk's start.
-            let slots = (0..CHUNK / class).rev().map(|k| chunk + k * class);
-            free.classes[at].1.extend(slots);
+        if free.classes[at].1.is_empty() {
+            if let Some(c) = free.chunk_for(class, self.chunks) {
+                // Highest offsets first: slots are taken from the chunk's start.
+                let slots = (0..CHUNK / class).rev().map(|k| c * CHUNK + k * class);
+                free.classes[at].1.extend(slots);
+            }
         }
         let offset = free.classes[at].1.pop()?;
+        free.chunks[offset / CHUNK].taken += 1;
         self.in_use.fetch_add(class, Relaxed);
         Some(SlabBuf {
             slab: Arc::clone(self),
@@ -173,6 +204,7 @@ impl Slab {
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, slots)) = free.classes.iter_mut().find(|(c, _)| *c == class) {
             slots.push(offset);
+            free.chunks[offset / CHUNK].taken -= 1;
             self.in_use.fetch_sub(class, Relaxed);
         }
     }
@@ -276,6 +308,37 @@ mod tests {
         let again = slab.take(class).unwrap();
         assert_eq!(again.offset, at);
         assert!(slab.take(CHUNK + 1).is_none(), "larger than a chunk");
+    }
+
+    #[test]
+    fn a_chunk_whose_slots_are_all_free_goes_to_a_class_that_needs_one() {
+        let slab = Slab::new(2 * CHUNK).unwrap();
+        let (a, b) = (80 << 10, 32 << 10);
+        let per_chunk = CHUNK / a;
+        let mut held: Vec<SlabBuf> = (0..2 * per_chunk).map(|_| slab.take(a).unwrap()).collect();
+        assert!(slab.take(b).is_none(), "every chunk has a slot out");
+        // The second chunk's slots all come back: it is idle, and `b` takes it over.
+        held.retain(|s| s.offset < CHUNK);
+        let other = slab.take(b).expect("the idle chunk, for the other class");
+        assert!(other.offset >= CHUNK);
+        assert!(
+            slab.take(a).is_none(),
+            "the chunk's slots left the first class's free list"
+        );
+        let mut more: Vec<SlabBuf> = (1..CHUNK / b).map(|_| slab.take(b).unwrap()).collect();
+        more.push(other);
+        let mut starts: Vec<usize> = more.iter().chain(&held).map(|s| s.offset).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        assert_eq!(
+            starts.len(),
+            more.len() + held.len(),
+            "no slot handed out twice"
+        );
+        drop(more);
+        let back = slab.take(a).expect("idle again: back to the first class");
+        assert!(back.offset >= CHUNK);
+        assert_eq!(slab.gauge().in_use.load(Relaxed), (per_chunk + 1) * a);
     }
 
     #[test]
