@@ -24,9 +24,11 @@
 //! the slab's `Drop`, which runs once no [`SlabBuf`] holds the slab's `Arc`. Each slot is
 //! handed out by [`Slab::take`] to one `SlabBuf` at a time (its offset leaves the free list
 //! under the lock and comes back only in that `SlabBuf`'s `Drop`), so the memory a
-//! `SlabBuf` points at is its own while it lives. A `SlabBuf` forgotten while the kernel may
-//! still write it (the ring giving up on a read) leaks its `Arc`, so the region is never
-//! unmapped under the kernel.
+//! `SlabBuf` points at is its own while it lives. A chunk is cut into slots of another class
+//! only while none of its slots is handed out (`ChunkUse::taken` is 0), so no `SlabBuf`
+//! points into it. A `SlabBuf` forgotten while the kernel may still write it (the ring
+//! giving up on a read) leaks its `Arc` and never gives its slot back, so the region is
+//! never unmapped, nor that chunk cut again, under the kernel.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -70,11 +72,10 @@ impl SlabGauge {
 
 #[derive(Default)]
 struct Free {
-    /// Chunks not yet given to a class.
-    next_chunk: usize,
     /// Free slots (offsets into the region) by class.
     classes: Vec<(usize, Vec<usize>)>,
-    /// By chunk given out: its class, and how many of its slots are handed out.
+    /// By chunk given out so far (the first `chunks.len()` of the region): its class, and
+    /// how many of its slots are handed out.
     chunks: Vec<ChunkUse>,
 }
 
@@ -88,10 +89,9 @@ impl Free {
     /// A chunk for `class`: the next one never given out, else one whose slots are all free
     /// (taken back from its class's free list); `None` when every chunk has a slot out.
     fn chunk_for(&mut self, class: usize, chunks: usize) -> Option<usize> {
-        if self.next_chunk < chunks {
-            self.next_chunk += 1;
+        if self.chunks.len() < chunks {
             self.chunks.push(ChunkUse { class, taken: 0 });
-            return Some(self.next_chunk - 1);
+            return Some(self.chunks.len() - 1);
         }
         let c = self.chunks.iter().position(|u| u.taken == 0)?;
         let old = self.chunks[c].class;
@@ -338,6 +338,10 @@ mod tests {
         drop(more);
         let back = slab.take(a).expect("idle again: back to the first class");
         assert!(back.offset >= CHUNK);
+        assert!(
+            slab.take(b).is_none(),
+            "the chunk's slots left the second class's free list"
+        );
         assert_eq!(slab.gauge().in_use.load(Relaxed), (per_chunk + 1) * a);
     }
 
