@@ -193,6 +193,18 @@ impl Shared {
             .get(&id)
             .cloned()
     }
+
+    /// Segment `id` opened for one read while recovery has not registered it yet (see
+    /// `recover::recover`, step 3): not registered here, so that recovery alone decides
+    /// which segments stay (a damaged one is deleted; its records read meanwhile were
+    /// checked one by one). `None`: no such file.
+    pub(crate) fn seg_unregistered(&self, id: u32) -> Option<Arc<SegFile>> {
+        self.seg(id).or_else(|| {
+            super::segment::open(&self.cfg.path, id, false)
+                .ok()
+                .map(Arc::new)
+        })
+    }
 }
 
 /// A handle to one disk. Dropping it (or [`DiskEngine::close`]) flushes, seals the segment
@@ -645,10 +657,14 @@ impl DiskEngine {
             return Err(ReadError::WouldBlock);
         }
         // While the index loads, the checkpoint's entries are in it before their segments
-        // are open: such an entry is a miss for now, not a bad record to drop.
+        // are registered: such an entry's segment is opened for this read, and one that
+        // cannot be is a miss for now, not a bad record to drop.
         let seg = match self.shared.seg(loc.seg) {
             Some(seg) => seg,
-            None if self.shared.counters.loading.load(Relaxed) => return Err(ReadError::NotOpen),
+            None if self.shared.counters.loading.load(Relaxed) => self
+                .shared
+                .seg_unregistered(loc.seg)
+                .ok_or(ReadError::NotOpen)?,
             None => return Err(ReadError::Corrupt),
         };
         let past_cache = !cached_only && self.shared.rereads.read_past_cache(&seg, loc, hash);

@@ -324,16 +324,19 @@ impl ShardSource {
 }
 
 /// Rebuilds the writer's view and the index, serving lookups as early as it can:
-/// 1. every segment file is opened and registered (so an index entry can be read as soon
-///    as it is loaded), and the summaries of the segments written after the checkpoint's
-///    watermark are read (the torn last one scanned record by record and sealed at its
+/// 1. the segments written after the checkpoint's watermark are opened and registered and
+///    their summaries read (the torn last one scanned record by record and sealed at its
 ///    last valid record), so that the checkpoint's entries that a later tombstone purged
 ///    are left out;
 /// 2. the checkpoint's shards become loadable: a lookup whose shard is not in yet loads it;
-/// 3. a segment before the watermark has its footer checked (one small read: the
-///    checkpoint holds its entries and the sequence numbers after them), and one without a
-///    valid footer is deleted with its entries rather than re-scanned (re-indexing it could
-///    resurrect purged records);
+/// 3. the segments before the watermark are opened and registered (meanwhile a lookup
+///    opens the one it reads, `Shared::seg_or_open`: opening a few hundred files took
+///    10–28 ms at a million objects, and the first disk hit after a restart waited for
+///    it, bench/RESULTS.md, "Issue 21, fourteenth stop"), and each has its footer checked
+///    (one small read: the checkpoint holds its entries and the sequence numbers after
+///    them); one without a valid footer is deleted with its entries rather than re-scanned
+///    (re-indexing it could resurrect purged records; its records read meanwhile were
+///    checked one by one, as every record is);
 /// 4. the shards no lookup took are loaded;
 /// 5. the later summaries are applied in order (inserts and tombstones).
 ///
@@ -351,9 +354,12 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     let ids = segment::list(&dir)?;
     let mark = ck.as_ref().map_or((0, 0), |c| c.mark);
     w.seq = ck.as_ref().map_or(1, |c| c.next_seq);
-    let (earlier, mut later) = open_segments(w, &ids, ck.as_ref().map(|_| mark.0))?;
+    // Without a checkpoint every segment is a later one (its summary is the index).
+    let split = ck
+        .as_ref()
+        .map_or(0, |_| ids.partition_point(|&id| id < mark.0));
+    let mut later = open_later(w, &ids[split..])?;
     w.next_seg = w.next_seg.max(mark.0);
-    let segments_ms = started.elapsed().as_secs_f64() * 1e3;
     // Entries whose segment is gone, or that a later tombstone or a purge since the start
     // removed, stay out (a purge matches by shard and tag, as `Index::remove_all`).
     // Only tombstones after the watermark: the checkpoint holds the effect of those before it
@@ -368,6 +374,9 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
     if let Some(source) = &source {
         source.publish(&shared);
     }
+    let published_ms = started.elapsed().as_secs_f64() * 1e3;
+    let earlier = open_earlier(w, &ids[..split])?;
+    let segments_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut live = check_earlier(w, earlier)?;
     live.extend(later.iter().map(|(id, _)| *id));
     let mut with_ck = false;
@@ -401,6 +410,7 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
         objects = shared.index.len(),
         from_checkpoint,
         segments = live.len(),
+        published_ms = format!("{published_ms:.1}"),
         segments_ms = format!("{segments_ms:.1}"),
         checkpoint_ms = format!("{checkpoint_ms:.1}"),
         ms = format!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
@@ -414,29 +424,36 @@ type Entries = (u32, Vec<SummaryEntry>);
 /// Segments before the watermark, with their sizes.
 type Earlier = Vec<(Arc<SegFile>, u64)>;
 
-/// Opens and registers every segment; returns those before the watermark `mark` (with
-/// their sizes: only their footers are checked, later) and the entries of the others.
-fn open_segments(
-    w: &mut Writer,
-    ids: &[u32],
-    mark: Option<u32>,
-) -> io::Result<(Earlier, Vec<Entries>)> {
+/// Opens and registers the segments `ids` written before the checkpoint's watermark, with
+/// their sizes (only their footers are checked, later).
+fn open_earlier(w: &mut Writer, ids: &[u32]) -> io::Result<Earlier> {
     let shared = Arc::clone(&w.shared);
-    let (mut earlier, mut later) = (Vec::new(), Vec::new());
+    let mut earlier = Vec::with_capacity(ids.len());
     for &id in ids {
         let seg = Arc::new(segment::open(&shared.cfg.path, id, false)?);
         let size = seg.file.metadata()?.len();
-        if mark.is_some_and(|mark| id < mark) {
-            earlier.push((Arc::clone(&seg), size));
-        } else {
-            let (entries, size) = later_entries(&seg, size, shared.key)?;
-            later.push((id, entries));
-            w.sealed.insert(id, size);
-        }
+        earlier.push((Arc::clone(&seg), size));
         w.next_seg = w.next_seg.max(id + 1);
         register(&shared, seg);
     }
-    Ok((earlier, later))
+    Ok(earlier)
+}
+
+/// Opens and registers the segments `ids` written after the checkpoint's watermark (all of
+/// them without a checkpoint), with the entries of each.
+fn open_later(w: &mut Writer, ids: &[u32]) -> io::Result<Vec<Entries>> {
+    let shared = Arc::clone(&w.shared);
+    let mut later = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let seg = Arc::new(segment::open(&shared.cfg.path, id, false)?);
+        let size = seg.file.metadata()?.len();
+        let (entries, size) = later_entries(&seg, size, shared.key)?;
+        later.push((id, entries));
+        w.sealed.insert(id, size);
+        w.next_seg = w.next_seg.max(id + 1);
+        register(&shared, seg);
+    }
+    Ok(later)
 }
 
 /// Checks the footers of the segments before the watermark; a damaged one is deleted with

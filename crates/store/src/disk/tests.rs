@@ -158,6 +158,38 @@ fn a_lookup_at_once_after_the_open_finds_the_checkpoints_objects() {
     assert!(!e.maybe_has(e.hash(b"absent")));
 }
 
+/// While the index loads, the checkpoint's entries are published before the segments they
+/// point into are registered (`recover`, step 3): a lookup then opens the segment it reads
+/// for itself rather than miss; once loading is over an unregistered segment is damage.
+#[test]
+fn a_lookup_while_loading_reads_a_segment_recovery_has_not_registered_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(cfg(dir.path()));
+    for i in 0..50 {
+        put(&e, &format!("k{i}"));
+    }
+    e.sync(false);
+    let loc = e.shared.index.candidates(e.hash(b"k17"))[0];
+    let unregister = || {
+        e.shared
+            .segs
+            .write()
+            .unwrap()
+            .remove(&loc.seg)
+            .expect("registered")
+    };
+    let seg = unregister();
+    e.shared.counters.loading.store(true, Relaxed);
+    assert_eq!(check(&e, "k17"), Some(true), "opened for the read");
+    assert!(
+        e.shared.seg(loc.seg).is_none(),
+        "and left to recovery to register"
+    );
+    e.shared.counters.loading.store(false, Relaxed);
+    e.shared.segs.write().unwrap().insert(loc.seg, seg);
+    assert_eq!(check(&e, "k17"), Some(true));
+}
+
 #[test]
 fn crash_loses_at_most_the_buffer_and_purges_survive() {
     let dir = tempfile::tempdir().unwrap();
