@@ -14,6 +14,7 @@
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
+#           [--ring-depth N] (cache.disk_ring_depth; not set: Sepia's default)
 #           [--disk-io threads|io_uring|''] (cache.disk_io; '': not set, for binaries before it)
 #           [--disk-admission fill|earned] ([[cache.disk]] admission; default: not set)
 set -euo pipefail
@@ -29,7 +30,7 @@ FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 FLOOR=0 HIT_MEMORY=16MiB HIT_O
 TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
-ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION=
+ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION= RING_DEPTH=
 COLD_STAT_EVENTS=${COLD_STAT_EVENTS:-raw_syscalls:sys_enter,syscalls:sys_enter_writev,syscalls:sys_enter_sendto,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_write,syscalls:sys_enter_futex,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,context-switches,page-faults}
 while (($#)); do
     case $1 in
@@ -52,6 +53,7 @@ while (($#)); do
         --peer-disk-mb) PEER_DISK_MB=$2; shift ;;
         --sepia-bin) SEPIA_BIN=$2; shift ;;
         --read-threads) READ_THREADS=$2; shift ;;
+        --ring-depth) RING_DEPTH=$2; shift ;;
         --disk-io) DISK_IO=$2; shift ;;
         --disk-admission) DISK_ADMISSION=$2; shift ;;
         --cg-hits) COUNT_HITS=$2; shift ;;
@@ -91,6 +93,7 @@ sepia_config() {
     mkdir -p "$dir"; rm -f "$dir/access.log"
     render "$BENCH_DIR/peers/disk/sepia.toml" "$dir/sepia.toml.tmp" "$2" "$name"
     sed -e "s#@MEM@#$3#g" -e "s#@DIR@#$4#g" -e "s#@DIRSIZE@#$5#g" -e "s#@THREADS@#$READ_THREADS#g" -e "s#@DISKIO@#$DISK_IO#g" -e '/disk_io = ""/d' \
+        -e "s#@RINGDEPTH@#$RING_DEPTH#g" -e '/disk_ring_depth = $/d' \
         -e "s#@ADMISSION@#$DISK_ADMISSION#g" -e '/admission = ""/d' "$dir/sepia.toml.tmp" > "$dir/sepia.toml"
     rm "$dir/sepia.toml.tmp"
     "$SEPIA_BIN" --config "$dir/sepia.toml" check > /dev/null

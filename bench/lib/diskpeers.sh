@@ -13,6 +13,7 @@ peers_render() {
     sed -e "s#@DIR@#$4#g" -e "s#@DISK_MB@#$PEER_DISK_MB#g" -e "s#@MEM_MB@#$PEER_MEM_MB#g" \
         -e "s#@MEM_BYTES@#$((PEER_MEM_MB << 20))#g" -e "s#@MEM@#${PEER_MEM_MB}MiB#g" \
         -e "s#@DIRSIZE@#${PEER_DISK_MB}MiB#g" -e "s#@THREADS@#$READ_THREADS#g" -e "s#@DISKIO@#$DISK_IO#g" -e '/disk_io = ""/d' \
+        -e "s#@RINGDEPTH@#$RING_DEPTH#g" -e '/disk_ring_depth = $/d' \
         -e "s#@ADMISSION@#$DISK_ADMISSION#g" -e '/admission = ""/d' "$2.tmp" > "$2"
     rm "$2.tmp"
 }

@@ -90,6 +90,7 @@ impl Config {
         out.cache.disks = self.cache.disks.clone();
         out.cache.disk_read_threads = self.cache.disk_read_threads;
         out.cache.disk_io = self.cache.disk_io;
+        out.cache.disk_ring_depth = self.cache.disk_ring_depth;
         out.cache.max_object_bytes = self.cache.max_object_bytes;
         out.cache.sendfile_min_bytes = self.cache.sendfile_min_bytes;
         out.cache.sendfile_dir = self.cache.sendfile_dir.clone();
@@ -99,7 +100,7 @@ impl Config {
     /// The settings [`Config::reloaded_with`] keeps: the runtime's threads, the disk tier's
     /// files (which one process at a time may hold), the store's size limits, the admin
     /// listener and the pid file.
-    fn restart_only(&self) -> [(&'static str, &dyn Debug); 10] {
+    fn restart_only(&self) -> [(&'static str, &dyn Debug); 11] {
         [
             ("server.workers", &self.server.workers),
             ("server.pid_file", &self.server.pid_file),
@@ -108,6 +109,7 @@ impl Config {
             ("cache.disk", &self.cache.disks),
             ("cache.disk_read_threads", &self.cache.disk_read_threads),
             ("cache.disk_io", &self.cache.disk_io),
+            ("cache.disk_ring_depth", &self.cache.disk_ring_depth),
             ("cache.max_object", &self.cache.max_object_bytes),
             ("cache.sendfile_min", &self.cache.sendfile_min_bytes),
             ("cache.sendfile_dir", &self.cache.sendfile_dir),

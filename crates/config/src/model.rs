@@ -75,6 +75,9 @@ pub struct CacheConfig {
     pub disk_read_threads: usize,
     /// `disk_io`: how records that are not in the page cache are read.
     pub disk_io: DiskIo,
+    /// `disk_ring_depth`: with `disk_io = "io_uring"`, the reads the ring keeps at each
+    /// disk's device at once (the rest wait in its queue).
+    pub disk_ring_depth: usize,
 }
 
 /// `[cache] disk_io`: how disk records that are not in the page cache are read.

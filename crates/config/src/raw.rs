@@ -163,6 +163,7 @@ pub(crate) struct RawCache {
     pub disk: Vec<RawDisk>,
     pub disk_read_threads: Bounded<1, 1024>,
     pub disk_io: Parsed<DiskIo>,
+    pub disk_ring_depth: Bounded<1, 1024>,
 }
 
 impl Default for RawCache {
@@ -185,6 +186,7 @@ impl Default for RawCache {
             disk: Vec::new(),
             disk_read_threads: Bounded(16),
             disk_io: Parsed(DiskIo::IoUring),
+            disk_ring_depth: Bounded(24),
         }
     }
 }

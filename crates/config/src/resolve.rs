@@ -125,6 +125,7 @@ fn resolve_cache(raw: &RawFile, file: &str, text: &str) -> Result<CacheConfig, C
         disks: resolve_disks(c, file, text)?,
         disk_read_threads: c.disk_read_threads.0 as usize,
         disk_io: c.disk_io.0,
+        disk_ring_depth: c.disk_ring_depth.0 as usize,
     })
 }
 

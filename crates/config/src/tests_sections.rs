@@ -190,6 +190,13 @@ fn cache_disks_are_validated_with_their_key() {
     );
     let e = io("aio").unwrap_err().to_string();
     assert!(e.contains("disk_io") && e.contains("io_uring"), "{e}");
+    assert_eq!(c.cache.disk_ring_depth, 24);
+    let depth = |n: &str| parse(&format!("[cache]\ndisk_ring_depth = {n}\n"));
+    assert_eq!(depth("128").unwrap().cache.disk_ring_depth, 128);
+    for bad in ["0", "1025", "\"24\""] {
+        let e = depth(bad).unwrap_err().to_string();
+        assert!(e.contains("disk_ring_depth"), "{e}");
+    }
 
     let e = err("[[cache.disk]]\npath = \"relative\"\nsize = \"1GiB\"\n");
     assert!(

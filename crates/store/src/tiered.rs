@@ -176,6 +176,9 @@ pub struct TieredConfig {
     /// without it. Off in [`TieredConfig::new`] (the store's tests drive the threads); the
     /// proxy's `cache.disk_io` turns it on by default.
     pub io_uring: bool,
+    /// With `io_uring`: the reads the ring keeps at each disk's device at once; the rest
+    /// wait in its queue (see `tiered/open_disks.rs`, `RING_DEPTH`, the default).
+    pub ring_depth: usize,
     /// How long [`TieredStore::close`] may spend writing the earned objects still in memory.
     pub close_write_limit: std::time::Duration,
     /// Disk bodies at least this long are served from their segment file (`Body::File`,
@@ -206,6 +209,7 @@ impl TieredConfig {
             read_threads: 16,
             max_queued_reads: 1024,
             io_uring: false,
+            ring_depth: open_disks::RING_DEPTH,
             close_write_limit: std::time::Duration::from_secs(10),
             segment_body_min: 1 << 20,
             max_segment_bodies: 4096,
@@ -324,9 +328,9 @@ impl<M: Persist + Clone + Send + Sync + 'static> TieredStore<M> {
         homes: Homes,
         disk_bytes: u64,
     ) -> Self {
-        let disks_read = if cfg.io_uring { engines.len() } else { 0 };
+        let depth = cfg.ring_depth.min(1 << 16) * engines.len() * usize::from(cfg.io_uring);
         let (ring, ring_driver) =
-            open_ring(disks_read, cfg.max_queued_reads, cfg.reads_on.as_ref()).unzip();
+            open_ring(depth, cfg.max_queued_reads, cfg.reads_on.as_ref()).unzip();
         let slab = ring.as_ref().and_then(|r| r.slab_gauge());
         let disks = Arc::new(Disks {
             homes,

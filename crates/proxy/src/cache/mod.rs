@@ -101,6 +101,7 @@ impl Cache {
                 segment_body_min,
                 read_threads: config.disk_read_threads,
                 io_uring: config.disk_io == sepia_config::DiskIo::IoUring,
+                ring_depth: config.disk_ring_depth,
                 lock_wait,
                 // The ring's completions are taken by the event loop that serves them.
                 reads_on: tokio::runtime::Handle::try_current().ok(),
@@ -139,6 +140,7 @@ impl Cache {
                 disks: self.config.disks.clone(),
                 disk_read_threads: self.config.disk_read_threads,
                 disk_io: self.config.disk_io,
+                disk_ring_depth: self.config.disk_ring_depth,
                 max_object_bytes: self.config.max_object_bytes,
                 sendfile_min_bytes: self.config.sendfile_min_bytes,
                 sendfile_dir: self.config.sendfile_dir.clone(),

@@ -54,30 +54,31 @@ fn open_disk(
     }
 }
 
-/// Reads the ring keeps at each disk's device at once (on average: one ring serves them
-/// all). Its read buffers are physically contiguous (huge pages, `sepia_sys`
+/// Reads the ring keeps at each disk's device at once by default (on average: one ring
+/// serves them all; `TieredConfig::ring_depth`, the proxy's `cache.disk_ring_depth`). Its read buffers are physically contiguous (huge pages, `sepia_sys`
 /// `ring/slab.rs`), so a disk that takes a descriptor per piece of a buffer holds every read
 /// it is given: unbounded, all of them then ended together and the device sat idle while
 /// the worker answered them (64 reads in a burst, 0.57–0.59 of fio's IOPS on cold 64 KiB
 /// hits); with 24 at a time the device and the worker overlap (0.98–0.99). 24 reads of ~0.1 ms each on a fast SSD are ~240k reads/s, more than the
 /// worker that checks them handles. bench/RESULTS.md, "Issue 21, thirteenth stop".
-const RING_DEPTH: usize = 24;
+pub(crate) const RING_DEPTH: usize = 24;
 
-/// The io_uring for reading `disks` disks and its driver (on `reads_on`, else a thread),
-/// where the kernel allows it; `max_queued`: the reads that may wait for it
+/// The io_uring for reading the disks and its driver (on `reads_on`, else a thread), where
+/// the kernel allows it; `depth`: the reads in flight at once, `TieredConfig::ring_depth`
+/// per disk it reads (0: no ring); `max_queued`: the reads that may wait for it
 /// (`TieredConfig::max_queued_reads`).
 pub(super) fn open_ring(
-    disks: usize,
+    depth: usize,
     max_queued: usize,
     reads_on: Option<&tokio::runtime::Handle>,
 ) -> Option<(Arc<sepia_sys::ring::ReadRing>, sepia_sys::ring::RingDriver)> {
-    if disks == 0 {
+    if depth == 0 {
         return None;
     }
-    // In flight at once: at most `RING_DEPTH` reads per disk (the rest wait in the ring's
-    // queue, as many as may wait for the read threads), and as many bytes as 16 threads
-    // reading 4 MiB records hold.
-    let depth = max_queued.clamp(1, RING_DEPTH * disks) as u32;
+    // In flight at once: at most `depth` reads (the rest wait in the ring's queue, as many
+    // as may wait for the read threads), and as many bytes as 16 threads reading 4 MiB
+    // records hold.
+    let depth = max_queued.clamp(1, depth) as u32;
     let opened = sepia_sys::ring::ReadRing::new(depth, max_queued, 64 << 20)
         .map(Arc::new)
         .and_then(|ring| {
