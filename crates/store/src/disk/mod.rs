@@ -61,18 +61,19 @@
 //!
 //! [`DiskEngine::open`] returns at once; the writer thread loads the index while lookups
 //! proceed (what is not loaded yet misses; purges meanwhile are remembered). It opens and
-//! registers every segment file first (a segment before the checkpoint's watermark only has
-//! its footer checked: one small read), reads the summaries of the segments written after
-//! the watermark (the last one, unsealed after a crash, is scanned record by record —
+//! registers the segments written after the checkpoint's watermark and reads their
+//! summaries (the last one, unsealed after a crash, is scanned record by record —
 //! header, CRC and body checksums — up to the first record that fails, cut there and
-//! sealed), then loads the checkpoint (written every `checkpoint_interval` /
+//! sealed), publishes the checkpoint to lookups, opens and registers the segments before the
+//! watermark (each only has its footer checked: one small read; a lookup meanwhile opens
+//! the segment it reads for itself), then loads the checkpoint (written every `checkpoint_interval` /
 //! `checkpoint_every_bytes` and at close) shard by shard: each of the 64 shards is stored as
 //! its table sits in RAM (an occupancy bitmap and the entries in slot order, with its own
 //! CRC32C), so loading one is a copy, and it serves lookups as soon as it is in; a lookup
 //! whose shard is not in yet loads that shard itself (`ShardSource`, published before the
-//! footer checks of the earlier segments; 1/64 of the checkpoint, once), and a lookup
-//! in the few milliseconds before that publication waits for it (at most 100 ms after the
-//! open), so a restart serves disk hits from its first request. Entries of segments that are
+//! earlier segments are opened; 1/64 of the checkpoint, once), and a lookup in the
+//! moment before that publication waits for it (at most 100 ms after the open), so a
+//! restart serves disk hits from its first request. Entries of segments that are
 //! gone, and entries a later tombstone purged, stay out. Last, the later summaries are
 //! applied in order (inserts and tombstones). A damaged checkpoint shard makes the index
 //! rebuilt from every summary; a sealed segment from before the watermark with a damaged
@@ -80,7 +81,8 @@
 //! damage inside its records is found when they are read (their CRCs). Measured with
 //! 1,000,000 objects (`bench_tests.rs`, 200-byte bodies) on this 2-core VM: the whole index
 //! in 24 ms after a clean shutdown (48 ms when every entry was re-inserted), and through the
-//! binary the first disk hit 23-24 ms after exec (`bench/disk.sh peers`, bench/RESULTS.md).
+//! binary the first disk hit 8-10 ms after exec at a million objects in 240 segments
+//! (`bench/disk.sh peers`, bench/RESULTS.md, "Issue 21, fourteenth stop").
 
 //! # Crash guarantees
 //!
