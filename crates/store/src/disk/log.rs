@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::format::{self, RecordParts, SummaryEntry, FOOTER_LEN, KIND_OBJECT, SUMMARY_ENTRY};
 use super::index::Loc;
 use super::segment::{self, SegFile};
-use super::writer::{Active, Hot, Writer};
+use super::writer::{Active, Hot, Pending, Writer};
 
 impl Active {
     /// Whether a record of `len` bytes still fits, with its summary entry and the footer.
@@ -36,7 +36,7 @@ impl Writer {
         let start = self.buf.len();
         let h = format::encode(&parts, &mut self.buf);
         let encoded = self.buf.split_off(start);
-        let placed = self.place(hash, h.kind, h.seq, encoded)?;
+        let placed = self.place(hash, h.kind, h.seq, encoded, true)?;
         self.place_reinserts()?;
         Ok(placed)
     }
@@ -47,7 +47,7 @@ impl Writer {
             if self.has_record(hot.hash) || !self.budget_allows(hot.rec.len() as u64) {
                 continue;
             }
-            self.place(hot.hash, KIND_OBJECT, hot.seq, hot.rec)?;
+            self.place(hot.hash, KIND_OBJECT, hot.seq, hot.rec, false)?;
             self.shared.counters.reinserted.fetch_add(1, Relaxed);
         }
         Ok(())
@@ -70,7 +70,17 @@ impl Writer {
         self.shared.cfg.segment_bytes.max(own)
     }
 
-    fn place(&mut self, hash: u64, kind: u8, seq: u64, rec: Vec<u8>) -> io::Result<bool> {
+    /// Places an encoded record; `newest`: it is its key's newest response (a record just
+    /// appended, not a hot one copied forward with its old sequence number), so indexing it
+    /// drops the key's older entries (`Writer::apply_pending`).
+    fn place(
+        &mut self,
+        hash: u64,
+        kind: u8,
+        seq: u64,
+        rec: Vec<u8>,
+        newest: bool,
+    ) -> io::Result<bool> {
         let len = rec.len() as u64;
         if self.active.as_ref().is_some_and(|a| !a.takes(len)) {
             self.seal_active()?;
@@ -90,16 +100,14 @@ impl Writer {
             kind,
         });
         if kind == KIND_OBJECT {
-            self.pending.push((
-                hash,
-                Loc {
-                    seg: a.seg.id,
-                    offset,
-                    len,
-                    hit: false,
-                    verified: false,
-                },
-            ));
+            let loc = Loc {
+                seg: a.seg.id,
+                offset,
+                len,
+                hit: false,
+                verified: false,
+            };
+            self.pending.push(Pending { hash, loc, newest });
         }
         self.buf.extend_from_slice(&rec);
         self.shared.counters.writes.fetch_add(1, Relaxed);
@@ -273,14 +281,24 @@ impl Writer {
 
     /// Indexes the written records, except those of keys with a tombstone still queued (a
     /// purge that came after them); under the queue lock, so a purge cannot slip between.
+    /// A key's newest record replaces its older entries: only the newest is ever served
+    /// (`tiered/disk_read.rs`, `newest_usable`), and a key is written again when it is
+    /// fetched again before its first copy is indexed (a fill through a small memory tier
+    /// left 1.32 entries per object, each costing index RAM until a lookup or a reclaim
+    /// dropped it: bench/RESULTS.md, "Issue 21, fourteenth stop"). Another key with the same
+    /// tag loses its entry too (a later miss, never a wrong answer; about one write in
+    /// 2^38 / keys), as `place_reinserts` accepts.
     fn apply_pending(&mut self) {
         if self.pending.is_empty() {
             return;
         }
         let q = self.shared.lock_queue();
-        for (hash, loc) in self.pending.drain(..) {
-            if !q.tombstones.contains_key(&hash) {
-                self.shared.index.insert(hash, loc);
+        for p in self.pending.drain(..) {
+            if !q.tombstones.contains_key(&p.hash) {
+                if p.newest {
+                    self.shared.index.remove_all(p.hash);
+                }
+                self.shared.index.insert(p.hash, p.loc);
             }
         }
     }

@@ -63,12 +63,20 @@ pub(super) struct Hot {
     pub(super) rec: Vec<u8>,
 }
 
+/// A written record's index entry, applied once its buffer is on disk; `newest`: see
+/// `Writer::place`.
+pub(super) struct Pending {
+    pub(super) hash: u64,
+    pub(super) loc: Loc,
+    pub(super) newest: bool,
+}
+
 pub(crate) struct Writer {
     pub(crate) shared: Arc<Shared>,
     pub(super) active: Option<Active>,
     pub(super) buf: Vec<u8>,
     /// Index entries for records in `buf`, applied once the buffer is written.
-    pub(super) pending: Vec<(u64, Loc)>,
+    pub(super) pending: Vec<Pending>,
     pub(crate) seq: u64,
     pub(crate) next_seg: u32,
     /// Sealed segments, oldest first: the FIFO.
@@ -251,7 +259,7 @@ impl Writer {
                 ..
             }) if !failed => self.write_object(hash, &primary, &*object, admit)?,
             Some(Cmd::Tombstone { hash, primary }) if !failed => {
-                self.pending.retain(|(h, _)| *h != hash);
+                self.pending.retain(|p| p.hash != hash);
                 let parts = RecordParts {
                     seq: 0,
                     kind: KIND_TOMBSTONE,
@@ -462,7 +470,7 @@ impl Writer {
     /// Whether a record of the key of `hash` is indexed, or placed and about to be (its
     /// tag's, as the index matches).
     pub(super) fn has_record(&self, hash: u64) -> bool {
-        self.shared.index.contains(hash) || self.pending.iter().any(|(h, _)| *h == hash)
+        self.shared.index.contains(hash) || self.pending.iter().any(|p| p.hash == hash)
     }
 
     /// Bytes of segments on disk: the sealed ones, and the one being written counted whole.
