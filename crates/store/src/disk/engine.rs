@@ -197,7 +197,8 @@ impl Shared {
     /// Segment `id` opened for one read while recovery has not registered it yet (see
     /// `recover::recover`, step 3): not registered here, so that recovery alone decides
     /// which segments stay (a damaged one is deleted; its records read meanwhile were
-    /// checked one by one). `None`: no such file.
+    /// checked one by one, and one past a truncated segment's end is a miss meanwhile).
+    /// `None`: it could not be opened.
     pub(crate) fn seg_unregistered(&self, id: u32) -> Option<Arc<SegFile>> {
         self.seg(id).or_else(|| {
             super::segment::open(&self.cfg.path, id, false)
@@ -618,6 +619,15 @@ impl DiskEngine {
                 false
             }
             ReadError::NotOpen | ReadError::WouldBlock => false,
+            // A record past the end of a segment recovery has not footer-checked yet (it
+            // deletes a truncated one with its entries, `recover::check_earlier`): a miss
+            // while the index loads, not a fault of the disk.
+            ReadError::Io(e)
+                if e.kind() == std::io::ErrorKind::UnexpectedEof
+                    && self.shared.counters.loading.load(Acquire) =>
+            {
+                false
+            }
             ReadError::Io(e) => {
                 self.shared.fault("read", &e);
                 true
@@ -659,9 +669,13 @@ impl DiskEngine {
         // While the index loads, the checkpoint's entries are in it before their segments
         // are registered: such an entry's segment is opened for this read, and one that
         // cannot be is a miss for now, not a bad record to drop.
+        // `loading` first: once it reads false (after recovery's `Release`), every segment
+        // is registered, so a missing one is damage; read after `seg`, recovery could end
+        // in between and a good entry be dropped as corrupt.
+        let loading = self.shared.counters.loading.load(Acquire);
         let seg = match self.shared.seg(loc.seg) {
             Some(seg) => seg,
-            None if self.shared.counters.loading.load(Relaxed) => self
+            None if loading => self
                 .shared
                 .seg_unregistered(loc.seg)
                 .ok_or(ReadError::NotOpen)?,

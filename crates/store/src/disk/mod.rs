@@ -81,7 +81,8 @@
 //! damage inside its records is found when they are read (their CRCs). Measured with
 //! 1,000,000 objects (`bench_tests.rs`, 200-byte bodies) on this 2-core VM: the whole index
 //! in 24 ms after a clean shutdown (48 ms when every entry was re-inserted), and through the
-//! binary the first disk hit 8-10 ms after exec at a million objects in 240 segments
+//! binary the first disk hit ~10 ms after exec at a million objects in 240 segments (medians
+//! 9.9-13.5 ms over two runs, with late first answers in some starts)
 //! (`bench/disk.sh peers`, bench/RESULTS.md, "Issue 21, fourteenth stop").
 
 //! # Crash guarantees

@@ -330,7 +330,7 @@ impl ShardSource {
 ///    are left out;
 /// 2. the checkpoint's shards become loadable: a lookup whose shard is not in yet loads it;
 /// 3. the segments before the watermark are opened and registered (meanwhile a lookup
-///    opens the one it reads, `Shared::seg_or_open`: opening a few hundred files took
+///    opens the one it reads, `Shared::seg_unregistered`: opening a few hundred files took
 ///    10–28 ms at a million objects, and the first disk hit after a restart waited for
 ///    it, bench/RESULTS.md, "Issue 21, fourteenth stop"), and each has its footer checked
 ///    (one small read: the checkpoint holds its entries and the sequence numbers after

@@ -160,7 +160,8 @@ fn a_lookup_at_once_after_the_open_finds_the_checkpoints_objects() {
 
 /// While the index loads, the checkpoint's entries are published before the segments they
 /// point into are registered (`recover`, step 3): a lookup then opens the segment it reads
-/// for itself rather than miss; once loading is over an unregistered segment is damage.
+/// for itself rather than miss; and a record past the end of a segment recovery has not
+/// checked yet (truncated) is a miss, not a fault of the whole disk.
 #[test]
 fn a_lookup_while_loading_reads_a_segment_recovery_has_not_registered_yet() {
     let dir = tempfile::tempdir().unwrap();
@@ -188,6 +189,13 @@ fn a_lookup_while_loading_reads_a_segment_recovery_has_not_registered_yet() {
     e.shared.counters.loading.store(false, Relaxed);
     e.shared.segs.write().unwrap().insert(loc.seg, seg);
     assert_eq!(check(&e, "k17"), Some(true));
+    e.shared.counters.loading.store(true, Relaxed);
+    let path = segment::seg_path(dir.path(), loc.seg);
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.set_len(loc.offset).unwrap();
+    assert_eq!(check(&e, "k17"), None, "past the end: a miss");
+    assert!(!e.failed(), "not a fault while loading");
+    e.shared.counters.loading.store(false, Relaxed);
 }
 
 #[test]

@@ -106,7 +106,7 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
                 // Closed (or failed) before the other process let go: this process never
                 // touches the directory. Commands are still answered.
                 shared.counters.failed.store(true, Relaxed);
-                shared.counters.loading.store(false, Relaxed);
+                shared.counters.loading.store(false, Release);
                 return idle(&shared);
             }
         },
@@ -144,7 +144,7 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
     }
     // Whatever recovery did, no lookup waits for a checkpoint any more.
     w.shared.shards_loaded.store(u64::MAX, Release);
-    w.shared.counters.loading.store(false, Relaxed);
+    w.shared.counters.loading.store(false, Release);
     w.publish_bytes();
     w.warn_if_short_of_space();
     w.serve();
