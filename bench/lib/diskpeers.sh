@@ -32,7 +32,9 @@ peers_prepare() {
         sepia)
             peers_render "$BENCH_DIR/peers/disk/sepia.toml" "$d/sepia.toml" sepiadisk "$cache"
             "$SEPIA_BIN" --config "$d/sepia.toml" check > /dev/null
-            PEER_CMD=(env SEPIA_LOG=info NO_COLOR=1 "$SEPIA_BIN" --config "$d/sepia.toml")
+            # Its environment comes from peers_start, not from `env`: an exec of /usr/bin/env
+            # before Sepia's was ~1 ms of every timed start that the peers did not pay.
+            PEER_CMD=("$SEPIA_BIN" --config "$d/sepia.toml")
             PEER_DONE=(--done-log "$PEER_LOG" --done-regex 'disk cache index loaded') ;;
         nginx)
             mkdir -p "$d/tmp" "$cache"
@@ -79,7 +81,7 @@ for i in r.sample(range(n), min(1000, n)): print(f'/d/p-{i}')" "$OBJECTS" > "$1"
 
 # peers_start ARGS...: disk_peer_restart.py over PEER_CMD; prints its JSON line.
 peers_start() {
-    python3 "$BENCH_DIR/tools/disk_peer_restart.py" --port "$PORT" --log "$PEER_LOG" \
+    SEPIA_LOG=info NO_COLOR=1 python3 "$BENCH_DIR/tools/disk_peer_restart.py" --port "$PORT" --log "$PEER_LOG" \
         --cpu "$TARGET_CPU" "$@" -- "${PEER_CMD[@]}"
 }
 

@@ -255,7 +255,7 @@ impl Acl {
 /// for a clock outside jiff's range (years beyond ±9999), which no `time` ACL then matches.
 fn local_day_minute(req: &Request<'_>) -> Option<(u8, u16)> {
     let ts = Timestamp::try_from(req.now).ok()?;
-    let local = req.tz.to_datetime(ts);
+    let local = req.tz.get().to_datetime(ts);
     let weekday = u8::try_from(local.weekday().to_sunday_zero_offset()).ok()?;
     let minute = u16::try_from(i32::from(local.hour()) * 60 + i32::from(local.minute())).ok()?;
     Some((weekday, minute))

@@ -29,6 +29,6 @@ mod values;
 
 pub use acl::{Acl, AclError, AclOptions, AclType};
 pub use jiff::tz::TimeZone;
-pub use request::{Dst, HeaderLookup, NoHeaders, Request};
+pub use request::{Dst, HeaderLookup, LocalZone, NoHeaders, Request};
 pub use rules::{AccessRules, Action, NeedDst, TermError, Verdict};
 pub use values::{in_networks, is_host_name, parse_network};

@@ -3,6 +3,8 @@
 use std::net::IpAddr;
 use std::time::SystemTime;
 
+use std::sync::OnceLock;
+
 use jiff::tz::TimeZone;
 
 /// What is known about the destination's IP addresses.
@@ -71,7 +73,32 @@ pub struct Request<'a> {
     /// The current time (`time`).
     pub now: SystemTime,
     /// The zone `now` is read in for `time` ACLs.
-    pub tz: &'a TimeZone,
+    pub tz: &'a LocalZone,
+}
+
+/// The zone `time` ACLs read the clock in: `TZ` if set, else the system's
+/// (`/etc/localtime`), looked up when a `time` ACL first needs it. Finding the system's zone
+/// walks the whole zoneinfo database (jiff lists its names), 0.5 ms of a start that most
+/// configurations, without `time` ACLs, never need (bench/RESULTS.md, "Issue 21, fifteenth
+/// stop").
+#[derive(Debug, Default)]
+pub struct LocalZone(OnceLock<TimeZone>);
+
+impl LocalZone {
+    /// The system's zone, looked up on first use.
+    pub fn system() -> LocalZone {
+        LocalZone::default()
+    }
+
+    /// A zone given beforehand.
+    pub fn fixed(tz: TimeZone) -> LocalZone {
+        LocalZone(OnceLock::from(tz))
+    }
+
+    /// The zone, looked up now if this is its first use.
+    pub fn get(&self) -> &TimeZone {
+        self.0.get_or_init(TimeZone::system)
+    }
 }
 
 impl std::fmt::Debug for Request<'_> {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::time::{Duration, UNIX_EPOCH};
 
 use sepia_access::{
-    AccessRules, Acl, AclOptions, AclType, Action, Dst, Request, TimeZone, Verdict,
+    AccessRules, Acl, AclOptions, AclType, Action, Dst, LocalZone, Request, TimeZone, Verdict,
 };
 use stats_alloc::{Region, StatsAlloc, INSTRUMENTED_SYSTEM};
 
@@ -86,7 +86,7 @@ fn rules() -> AccessRules {
 #[test]
 fn check_does_not_allocate() {
     let rules = rules();
-    let tz = TimeZone::posix("EST5EDT,M3.2.0,M11.1.0").unwrap();
+    let tz = LocalZone::fixed(TimeZone::posix("EST5EDT,M3.2.0,M11.1.0").unwrap());
     let headers: &[(&str, &[u8])] = &[("Accept", b"*/*"), ("User-Agent", b"CURL/8.5.0")];
     let addrs: [IpAddr; 2] = [
         "198.51.100.1".parse().unwrap(),

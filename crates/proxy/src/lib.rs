@@ -26,5 +26,6 @@ mod state;
 mod transport;
 mod upstream;
 
+pub use cache::disk_descriptors;
 pub use front::burst::worker_parks;
 pub use server::{Inherited, PassedSocket, Reloader, Server, SocketRole};

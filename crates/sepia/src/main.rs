@@ -5,6 +5,7 @@
 //! Under systemd (`Type=notify`) it reports readiness and
 //! shutdown through `$NOTIFY_SOCKET` (see `notify`).
 
+mod descriptors;
 mod generate;
 mod import_squid;
 mod notify;
@@ -182,6 +183,21 @@ impl TlsArgs {
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Starts jemalloc's background purging thread (why it runs: .cargo/config.toml). It is not
+/// in the compiled-in options because jemalloc would start it at its first allocation,
+/// before `main`, and the descriptor table must be sized while the process has one thread
+/// (`descriptors::reserve_table`). `_RJEM_MALLOC_CONF=background_thread:false` still turns
+/// it off.
+fn start_allocator_thread() {
+    let wanted = std::env::var("_RJEM_MALLOC_CONF")
+        .map_or(true, |conf| !conf.contains("background_thread:false"));
+    if wanted {
+        if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+            tracing::warn!("could not start the allocator's background thread: {e}");
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
@@ -303,20 +319,6 @@ fn init_tracing(format: EventLogFormat, level: &str) {
     }
 }
 
-/// Raises the soft descriptor limit to the hard one, as a server holding thousands of
-/// connections needs (Squid's `max_filedescriptors`, nginx's `worker_rlimit_nofile`); the
-/// store sizes its body files from the result. A refusal only leaves the limit as it was.
-fn raise_descriptor_limit() {
-    use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
-        if soft < hard {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-                tracing::warn!("could not raise the descriptor limit from {soft} to {hard}: {e}");
-            }
-        }
-    }
-}
-
 /// The tokio scheduler for `workers` worker threads.
 ///
 /// One worker runs tokio's current-thread scheduler: with nobody to steal work from, the
@@ -348,7 +350,11 @@ fn run(
     file: Option<PathBuf>,
     takeover: Option<upgrade::Takeover>,
 ) -> std::io::Result<()> {
-    raise_descriptor_limit();
+    descriptors::raise_limit();
+    // Before the first thread: see `descriptors::reserve_table` and `start_allocator_thread`.
+    let disk_files = sepia_proxy::disk_descriptors(&config.cache);
+    descriptors::reserve_table(descriptors::CONNECTION_ROOM + disk_files);
+    start_allocator_thread();
     let runtime = runtime_builder(config.server.workers)
         .thread_name("sepia-worker")
         // Busy periods for the response bursts (sepia_proxy's `burst` module).

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jiff::tz::{self, TimeZone};
 
 use super::*;
-use crate::request::{Dst, HeaderLookup, NoHeaders};
+use crate::request::{Dst, HeaderLookup, LocalZone, NoHeaders};
 
 /// 2024-01-01 was a Monday; 10:30 UTC.
 fn monday_1030_utc() -> SystemTime {
@@ -19,7 +19,7 @@ fn ip(text: &str) -> IpAddr {
 }
 
 /// A GET of http://www.example.com/index.html?q=1 from 10.1.2.3.
-fn request<'a>(headers: &'a (dyn HeaderLookup + Sync), tz: &'a TimeZone) -> Request<'a> {
+fn request<'a>(headers: &'a (dyn HeaderLookup + Sync), tz: &'a LocalZone) -> Request<'a> {
     Request {
         client: ip("10.1.2.3"),
         dst: Dst::Unresolved,
@@ -92,7 +92,7 @@ fn assert_cases<'a, T: Copy + std::fmt::Debug>(
 #[test]
 fn src_v4_v6_and_mapped() {
     let rules = allow_if("src", &["10.0.0.0/8", "2001:db8::/32"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let cases = [
         ("10.1.2.3", true),
         ("11.1.2.3", false),
@@ -108,7 +108,7 @@ fn src_v4_v6_and_mapped() {
 #[test]
 fn dst_asks_for_resolution_then_matches_any_address() {
     let rules = allow_if("dst", &["192.0.2.0/24", "::1"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     assert_eq!(rules.check(&req), Err(NeedDst));
     let addrs = [ip("198.51.100.1"), ip("192.0.2.7")];
@@ -135,7 +135,7 @@ fn dst_is_not_resolved_when_an_earlier_term_fails() {
             (Action::Allow, &["all"]),
         ],
     );
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let req = request(&NoHeaders, &tz);
     assert_eq!(rules.check(&req), Ok(Verdict::Allow));
 }
@@ -143,7 +143,7 @@ fn dst_is_not_resolved_when_an_earlier_term_fails() {
 #[test]
 fn dstdomain_exact_and_suffix() {
     let rules = allow_if("dstdomain", &["example.org", ".Example.com"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let cases = [
         (&b"www.example.com"[..], true),
         (b"EXAMPLE.COM.", true),
@@ -157,7 +157,7 @@ fn dstdomain_exact_and_suffix() {
 #[test]
 fn port_singles_and_ranges() {
     let rules = allow_if("port", &["80", "8000-8080"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let cases = [
         (80, true),
         (81, false),
@@ -171,7 +171,7 @@ fn port_singles_and_ranges() {
 #[test]
 fn method_is_exact_and_case_sensitive() {
     let rules = allow_if("method", &["CONNECT", "PURGE"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let cases = [
         (&b"CONNECT"[..], true),
         (b"PURGE", true),
@@ -186,7 +186,7 @@ fn method_is_exact_and_case_sensitive() {
 
 #[test]
 fn url_and_urlpath_regexes_with_and_without_ignore_case() {
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     let url = allow_if("url_regex", &[r"^http://www\.example\.com/", "never"]);
     assert!(allowed(&url, &req));
@@ -212,14 +212,14 @@ fn url_and_urlpath_regexes_with_and_without_ignore_case() {
 #[test]
 fn time_in_the_given_zone() {
     let rules = allow_if("time", &["MTWHF 09:00-17:00"]);
-    let utc = TimeZone::UTC;
+    let utc = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &utc);
     assert!(allowed(&rules, &req), "Monday 10:30 UTC");
     // The same instant is 03:30 in UTC-7 and Tuesday 00:30 in UTC+14.
-    let west = TimeZone::fixed(tz::offset(-7));
+    let west = LocalZone::fixed(TimeZone::fixed(tz::offset(-7)));
     req.tz = &west;
     assert!(!allowed(&rules, &req));
-    let east = TimeZone::fixed(tz::offset(14));
+    let east = LocalZone::fixed(TimeZone::fixed(tz::offset(14)));
     req.tz = &east;
     assert!(!allowed(&rules, &req));
     let tuesday_early = allow_if("time", &["T 00:00-01:00"]);
@@ -235,9 +235,9 @@ fn time_in_the_given_zone() {
 fn time_follows_daylight_saving_rules() {
     // A POSIX TZ string needs no zoneinfo files: US Eastern, DST from the 2nd Sunday of
     // March to the 1st Sunday of November.
-    let eastern = TimeZone::posix("EST5EDT,M3.2.0,M11.1.0").unwrap();
+    let eastern = LocalZone::fixed(TimeZone::posix("EST5EDT,M3.2.0,M11.1.0").unwrap());
     let rules = allow_if("time", &["06:00-06:59"]);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     req.tz = &eastern;
     // 2024-01-01 11:30 UTC is 06:30 EST; 2024-07-01 11:30 UTC is 07:30 EDT.
@@ -254,7 +254,7 @@ fn req_header_matches_any_field_value() {
         header: Some("User-Agent"),
     };
     let rules = allow_if_with(AclType::ReqHeader, &["^curl/"], options);
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let curl: &[(&str, &[u8])] = &[("Accept", b"*/*"), ("user-agent", b"curl/8.5.0")];
     assert!(allowed(&rules, &request(&curl, &tz)));
     let two: &[(&str, &[u8])] = &[("User-Agent", b"Mozilla"), ("User-Agent", b"curl/1")];
@@ -266,7 +266,7 @@ fn req_header_matches_any_field_value() {
 
 #[test]
 fn proxy_auth_required_and_user_lists() {
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     let any = allow_if("proxy_auth", &["REQUIRED"]);
     assert_eq!(any.check(&req), Ok(Verdict::AuthRequired));
@@ -307,7 +307,7 @@ fn auth_is_asked_only_when_a_proxy_auth_acl_is_reached() {
             (Action::Allow, &["guests", "users"]),
         ],
     );
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     assert_eq!(rules.check(&req), Ok(Verdict::Allow));
     req.client = ip("172.16.0.1");
@@ -333,7 +333,7 @@ fn first_match_wins_negation_and_default_deny() {
             (Action::Allow, &["office"]),
         ],
     );
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let mut req = request(&NoHeaders, &tz);
     assert_eq!(rules.check(&req), Ok(Verdict::Allow));
     req.host = b"www.bad.example";

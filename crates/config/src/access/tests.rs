@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::SystemTime;
 
-use sepia_access::{Dst, Request, TimeZone, Verdict};
+use sepia_access::{Dst, LocalZone, Request, TimeZone, Verdict};
 
 use crate::Config;
 
@@ -48,7 +48,7 @@ acl = ["ua_curl", "every_day"]
 
 fn check(config: &Config, client: &str, port: u16, ua: &[u8]) -> Verdict {
     let headers: &[(&str, &[u8])] = &[("user-agent", ua)];
-    let tz = TimeZone::UTC;
+    let tz = LocalZone::fixed(TimeZone::UTC);
     let req = Request {
         client: client.parse::<IpAddr>().unwrap(),
         dst: Dst::Unresolved,

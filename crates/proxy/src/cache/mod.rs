@@ -179,6 +179,16 @@ fn policies(base: &PolicyConfig, listeners: &[Listener]) -> Vec<PolicyConfig> {
         .collect()
 }
 
+/// The most descriptors the disk tier of `cache` holds open (its segment files when full):
+/// what the process's descriptor table is sized for at start, besides connections.
+pub fn disk_descriptors(cache: &CacheConfig) -> u64 {
+    cache
+        .disks
+        .iter()
+        .map(|d| disk_config(d).open_files())
+        .sum()
+}
+
 /// The store's settings for one `[[cache.disk]]`: its path, size, write budget and
 /// admission, the engine's defaults for the rest (`sepia_store::DiskConfig::new`).
 fn disk_config(disk: &sepia_config::DiskConfig) -> DiskConfig {

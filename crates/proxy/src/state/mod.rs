@@ -30,9 +30,9 @@ pub struct State {
     pub log: AccessLog,
     /// The HTTP cache; `None` when `cache.enabled = false`.
     pub cache: Option<Cache>,
-    /// The zone `time` ACLs read the clock in: `TZ` if set, else the system's
-    /// (`/etc/localtime`), read once here.
-    pub tz: sepia_access::TimeZone,
+    /// The zone `time` ACLs read the clock in (looked up on first use, once per process:
+    /// a reload keeps it).
+    pub tz: Arc<sepia_access::LocalZone>,
     /// Proxy authentication (`[auth]`), consulted when a rule reaches a `proxy_auth` ACL.
     pub auth: Option<sepia_auth::Authenticator>,
     /// Requests are counted and timed for the admin listener (`[admin]` is configured).
@@ -60,7 +60,7 @@ impl State {
             tag_fields.unwrap_or_default(),
             disks,
         );
-        let tz = sepia_access::TimeZone::system();
+        let tz = Arc::new(sepia_access::LocalZone::system());
         State::assemble(config, cache, log, tz, None)
     }
 
@@ -80,7 +80,7 @@ impl State {
         config: Arc<Config>,
         cache: Result<Option<Cache>, String>,
         log: AccessLog,
-        tz: sepia_access::TimeZone,
+        tz: Arc<sepia_access::LocalZone>,
         previous: Option<&Upstreams>,
     ) -> io::Result<State> {
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);

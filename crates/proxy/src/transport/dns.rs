@@ -7,30 +7,44 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, OnceLock};
 
 use hickory_resolver::config::{ResolverConfig, ResolverOpts};
 use hickory_resolver::TokioAsyncResolver;
 
 #[derive(Clone)]
 pub struct Resolver {
-    inner: TokioAsyncResolver,
+    /// Built at the first name to resolve, shared by clones (one cache): reading the system's
+    /// configuration and building the resolver took 0.27 ms of every start, which a
+    /// reverse proxy whose origins are IP literals never needs (bench/RESULTS.md, "Issue 21,
+    /// fifteenth stop").
+    inner: Arc<OnceLock<TokioAsyncResolver>>,
 }
 
 impl Resolver {
     /// The system's resolver configuration (`/etc/resolv.conf`), or hosts-file-only resolution
     /// when there is none, so a machine without DNS still starts and serves IP literals.
+    /// Read when the first name is resolved.
     pub fn from_system() -> Resolver {
-        let inner = match hickory_resolver::system_conf::read_system_conf() {
-            Ok((config, mut opts)) => {
-                opts.cache_size = 4096;
-                TokioAsyncResolver::tokio(config, opts)
-            }
-            Err(e) => {
-                tracing::warn!("no system DNS configuration ({e}); resolving from /etc/hosts only");
-                TokioAsyncResolver::tokio(ResolverConfig::new(), ResolverOpts::default())
-            }
-        };
-        Resolver { inner }
+        Resolver {
+            inner: Arc::default(),
+        }
+    }
+
+    fn inner(&self) -> &TokioAsyncResolver {
+        self.inner
+            .get_or_init(|| match hickory_resolver::system_conf::read_system_conf() {
+                Ok((config, mut opts)) => {
+                    opts.cache_size = 4096;
+                    TokioAsyncResolver::tokio(config, opts)
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "no system DNS configuration ({e}); resolving from /etc/hosts only"
+                    );
+                    TokioAsyncResolver::tokio(ResolverConfig::new(), ResolverOpts::default())
+                }
+            })
     }
 
     /// Addresses for `host` (a name, an IPv4 literal, or an IPv6 literal with or without
@@ -41,7 +55,7 @@ impl Resolver {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
         let lookup = self
-            .inner
+            .inner()
             .lookup_ip(host)
             .await
             .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;

@@ -53,6 +53,13 @@ impl DiskConfig {
         }
     }
 
+    /// The most descriptors this disk holds open: a segment file per `segment_bytes` of its
+    /// size (a larger record's segment is as large as it, so never more), and its lock,
+    /// `meta`, checkpoint and directory.
+    pub fn open_files(&self) -> u64 {
+        self.size_bytes / self.segment_bytes.max(1) + 4
+    }
+
     /// Room kept for the next index checkpoint: half again the larger of the index's own
     /// checkpoint now (`index_bytes`, what `Index::dump_bytes` says) and the checkpoint of
     /// the records a full disk would hold at their average size so far (`records` records

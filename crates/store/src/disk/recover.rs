@@ -323,12 +323,54 @@ impl ShardSource {
     }
 }
 
+/// How much lower than the writer's the recovery thread's CPU priority is (nice steps).
+const RECOVERY_NICE_STEPS: i32 = 10;
+
+/// [`recover`] on a thread of its own, which lowers its CPU priority below the event
+/// loop's once the checkpoint is published.
+///
+/// Loading a million objects' index is 20-40 ms of CPU, while lookups already find the
+/// published checkpoint (a lookup loads its own shard). A start pinned to one core (or a
+/// busy machine) shared that core evenly between the two, and the first requests waited
+/// for the loader's time slices (bench/RESULTS.md, "Issue 21, fifteenth stop"). At nice
+/// +10 the event loop preempts the loader whenever it has work, and the loader still gets
+/// ~10 % of a core that is busy serving. Not before the publication, which the first
+/// lookups wait for. A thread of its own, because a thread cannot raise its priority again
+/// without privilege and the writer must not stay low after the load.
+pub(crate) fn recover_in_background(w: &mut Writer) -> io::Result<()> {
+    std::thread::scope(|scope| {
+        let loader = std::thread::Builder::new()
+            .name("sepia-disk-recovery".into())
+            .spawn_scoped(scope, || recover(w))?;
+        loader
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
+/// Lowers the calling thread's CPU priority by `steps` nice levels (at most to 19), and
+/// lets a thread that waits for the CPU have it. On Linux a thread id names one thread for
+/// `setpriority(PRIO_PROCESS)` (not POSIX, which would set it for the whole process). A
+/// refusal only leaves the priority as it was.
+fn lower_priority(steps: i32) {
+    let me = rustix::thread::gettid();
+    let now = rustix::process::getpriority_process(Some(me)).unwrap_or(0);
+    if let Err(e) = rustix::process::setpriority_process(Some(me), (now + steps).min(19)) {
+        tracing::debug!("disk recovery: could not lower the thread's priority: {e}");
+    }
+    // The scheduler weighs a waiting thread against this one when either wakes or a tick
+    // comes, not when a priority changes: an event loop woken a moment before (by the
+    // publication) waited here up to 1.5 ms for the next tick.
+    std::thread::yield_now();
+}
+
 /// Rebuilds the writer's view and the index, serving lookups as early as it can:
 /// 1. the segments written after the checkpoint's watermark are opened and registered and
 ///    their summaries read (the torn last one scanned record by record and sealed at its
 ///    last valid record), so that the checkpoint's entries that a later tombstone purged
 ///    are left out;
 /// 2. the checkpoint's shards become loadable: a lookup whose shard is not in yet loads it;
+///    the rest runs at a lower CPU priority ([`recover_in_background`]);
 /// 3. the segments before the watermark are opened and registered (meanwhile a lookup
 ///    opens the one it reads, `Shared::seg_unregistered`: opening a few hundred files took
 ///    10–28 ms at a million objects, and the first disk hit after a restart waited for
@@ -341,7 +383,7 @@ impl ShardSource {
 /// 5. the later summaries are applied in order (inserts and tombstones).
 ///
 /// Without a valid checkpoint every segment's summary is applied.
-pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
+fn recover(w: &mut Writer) -> io::Result<()> {
     let started = Instant::now();
     let shared = Arc::clone(&w.shared);
     let dir = shared.cfg.path.clone();
@@ -375,6 +417,8 @@ pub(crate) fn recover(w: &mut Writer) -> io::Result<()> {
         source.publish(&shared);
     }
     let published_ms = started.elapsed().as_secs_f64() * 1e3;
+    // The rest yields to serving (this thread is recovery's own: `recover_in_background`).
+    lower_priority(RECOVERY_NICE_STEPS);
     let earlier = open_earlier(w, &ids[..split])?;
     let segments_ms = started.elapsed().as_secs_f64() * 1e3;
     let mut live = check_earlier(w, earlier)?;

@@ -134,7 +134,7 @@ pub(crate) fn run(shared: Arc<Shared>, lock: Locking) {
         false => Ok(()),
     };
     let recovered = (adopted.map_err(|e| ("open", e)))
-        .and_then(|()| super::recover::recover(&mut w).map_err(|e| ("recovery", e)));
+        .and_then(|()| super::recover::recover_in_background(&mut w).map_err(|e| ("recovery", e)));
     // The checkpoint on disk may be larger than this run would make it, and the size or
     // the records' average smaller than the last run's: the segments give way at once.
     w.checkpoint_bytes = super::recover::checkpoint_bytes(&w.shared.cfg.path);
