@@ -238,6 +238,22 @@ impl Index {
         t.insert(slot);
     }
 
+    /// Makes `loc` the only entry with `hash`'s tag (adding it unless there), under one lock:
+    /// a key's newest record replaces its older ones (only the newest is ever served), and
+    /// a lookup in between never finds none. Returns how many entries went.
+    pub(crate) fn replace(&self, hash: u64, loc: Loc) -> usize {
+        let slot = Slot::new(hash, loc);
+        let mut t = self.write(hash);
+        let removed = t.remove_where(slot.tag, |s| !s.at(loc.seg, loc.offset));
+        let there = t
+            .probe(slot.tag)
+            .any(|i| t.slots[i].tag == slot.tag && t.slots[i].at(loc.seg, loc.offset));
+        if !there {
+            t.insert(slot);
+        }
+        removed
+    }
+
     /// Entries whose tag matches `hash` (usually none or one).
     pub(crate) fn candidates(&self, hash: u64) -> SmallVec<[Loc; 2]> {
         let tag = (hash >> 32) as u32;
@@ -489,6 +505,41 @@ mod tests {
         assert!(idx.candidates(h)[0].hit);
         assert_eq!(idx.retain(|s| s.seg() != 2), 5_000);
         assert_eq!(idx.len(), 1);
+    }
+
+    #[test]
+    fn replace_leaves_one_entry_for_a_tag_and_keeps_others() {
+        let idx = Index::new();
+        let h = 0x1234_0000_0000_0007u64;
+        // Same shard, other tag: untouched.
+        let other = 0x4321_0000_0000_0007u64;
+        idx.insert(h, loc(1, 0));
+        idx.insert(h, loc(1, 4096));
+        idx.insert(other, loc(1, 8192));
+        for i in 0..2_000u64 {
+            idx.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), loc(2, i * 16));
+        }
+        assert_eq!(idx.replace(h, loc(3, 0)), 2, "both older entries went");
+        assert_eq!(idx.candidates(h).as_slice(), &[loc(3, 0)]);
+        assert_eq!(
+            idx.replace(h, loc(3, 0)),
+            0,
+            "the same record again: kept once"
+        );
+        assert_eq!(idx.candidates(h).len(), 1);
+        assert_eq!(idx.candidates(other).as_slice(), &[loc(1, 8192)]);
+        // A tag with no entry yet gets one.
+        let fresh = 0x7777_0000_0000_0001u64;
+        assert_eq!(idx.replace(fresh, loc(4, 0)), 0);
+        assert_eq!(idx.candidates(fresh).as_slice(), &[loc(4, 0)]);
+        assert_eq!(idx.len(), 2_003);
+        for i in 0..2_000u64 {
+            let c = idx.candidates(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            assert!(
+                c.contains(&loc(2, i * 16)),
+                "entry {i} lost by a backward shift"
+            );
+        }
     }
 
     #[test]

@@ -72,7 +72,9 @@ impl Writer {
 
     /// Places an encoded record; `newest`: it is its key's newest response (a record just
     /// appended, not a hot one copied forward with its old sequence number), so indexing it
-    /// drops the key's older entries (`Writer::apply_pending`).
+    /// drops the key's older entries (`Writer::apply_pending`). A hot copy is never placed
+    /// while its key has a newer record (`place_reinserts` skips those), so for copies the
+    /// flag guards only against another key with the same tag.
     fn place(
         &mut self,
         hash: u64,
@@ -294,10 +296,12 @@ impl Writer {
         }
         let q = self.shared.lock_queue();
         for p in self.pending.drain(..) {
-            if !q.tombstones.contains_key(&p.hash) {
-                if p.newest {
-                    self.shared.index.remove_all(p.hash);
-                }
+            if q.tombstones.contains_key(&p.hash) {
+                continue;
+            }
+            if p.newest {
+                self.shared.index.replace(p.hash, p.loc);
+            } else {
                 self.shared.index.insert(p.hash, p.loc);
             }
         }

@@ -226,6 +226,28 @@ fn crash_loses_at_most_the_buffer_and_purges_survive() {
     assert_eq!(check(&e, "after"), Some(true));
 }
 
+/// A key written twice keeps one index entry after a crash too: recovery replays the
+/// summaries in log order, and a fresh write replaces its key's older entry there as it did
+/// when it was written (without a checkpoint, and after one that holds the older record).
+#[test]
+fn a_key_written_twice_is_indexed_once_after_a_crash() {
+    for checkpoint_between in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(cfg(dir.path()));
+        put(&e, "k");
+        e.sync(checkpoint_between);
+        put(&e, "k");
+        put(&e, "other");
+        e.sync(false);
+        e.crash();
+        let e = open(cfg(dir.path()));
+        let entries = e.shared.index.candidates(e.hash(b"k")).len();
+        assert_eq!(entries, 1, "checkpoint between: {checkpoint_between}");
+        assert_eq!(check(&e, "k"), Some(true));
+        assert_eq!(check(&e, "other"), Some(true));
+    }
+}
+
 #[test]
 fn space_stays_within_size_and_hot_records_are_reinserted() {
     let dir = tempfile::tempdir().unwrap();

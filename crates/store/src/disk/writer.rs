@@ -509,8 +509,13 @@ impl Writer {
         c.capacity.store(self.capacity(), Relaxed);
     }
 
-    /// Re-indexes a record found by recovery.
+    /// Re-indexes a record found by recovery (a fresh write replacing its key's older
+    /// entries, as when it was written).
     pub(crate) fn recovered(&mut self, seg: u32, e: &SummaryEntry) {
+        // Applied in log order: a record numbered past every earlier one was a fresh write
+        // and replaced its key's older entries when it was indexed (`apply_pending`); a hot
+        // record copied forward keeps its old number and does not.
+        let newest = e.seq >= self.seq;
         self.seq = self.seq.max(e.seq + 1);
         if e.kind == KIND_TOMBSTONE {
             self.shared.index.remove_all(e.hash);
@@ -522,16 +527,18 @@ impl Writer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if !purged.contains(&e.hash) {
-            self.shared.index.insert(
-                e.hash,
-                Loc {
-                    seg,
-                    offset: e.offset,
-                    len: e.len,
-                    hit: false,
-                    verified: false,
-                },
-            );
+            let loc = Loc {
+                seg,
+                offset: e.offset,
+                len: e.len,
+                hit: false,
+                verified: false,
+            };
+            if newest {
+                self.shared.index.replace(e.hash, loc);
+            } else {
+                self.shared.index.insert(e.hash, loc);
+            }
         }
     }
 }
