@@ -13,6 +13,7 @@
 #   bench/disk.sh count   [--cg-hits N] [--cg-prime N]  (callgrind: Ir per 4 KiB disk hit and memory hit)
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
+#                         [--interleave]  (fill every target first, then alternate their timed starts)
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
 #           [--ring-depth N] (cache.disk_ring_depth; not set: Sepia's default)
 #           [--disk-io threads|io_uring|''] (cache.disk_io; '': not set, for binaries before it)
@@ -27,7 +28,7 @@ source "$BENCH_DIR/lib/diskcount.sh"
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
 FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 FLOOR=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
-TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65
+TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65 INTERLEAVE=0
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
 ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION= RING_DEPTH=
@@ -48,6 +49,7 @@ while (($#)); do
         --hit-memory) HIT_MEMORY=$2; shift ;;
         --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
         --targets) TARGETS=$2; shift ;;
+        --interleave) INTERLEAVE=1 ;;
         --fill-conns) FILL_CONNS=$2; shift ;;
         --peer-memory-mb) PEER_MEM_MB=$2; shift ;;
         --peer-disk-mb) PEER_DISK_MB=$2; shift ;;

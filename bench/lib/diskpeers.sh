@@ -5,7 +5,9 @@
 # reads the memory once the index is complete (`index`), then REPS pairs of timed starts
 # (tools/disk_peer_restart.py): `clean-R` (after a SIGTERM) ended by kill -9, `crash-R`
 # (after that kill -9) ended by SIGTERM. Configs: peers/disk/ (templates from
-# ../shared/peers/perf with a disk cache each).
+# ../shared/peers/perf with a disk cache each). With --interleave every target is filled
+# first and their timed starts then alternate (clean-1 and crash-1 of each target, then
+# rep 2, ...): the machine's minute-to-minute changes fall on all targets alike.
 
 # peers_render TEMPLATE OUT NAME DIR: render plus the disk placeholders.
 peers_render() {
@@ -27,30 +29,18 @@ peers_prepare() {
     rm -rf "$d" "$cache"
     mkdir -p "$d"
     PEER_LOG=$d/stderr.log
-    PEER_TIMED_DONE=unset
     case $t in
         sepia)
             peers_render "$BENCH_DIR/peers/disk/sepia.toml" "$d/sepia.toml" sepiadisk "$cache"
-            "$SEPIA_BIN" --config "$d/sepia.toml" check > /dev/null
-            # Its environment comes from peers_start, not from `env`: an exec of /usr/bin/env
-            # before Sepia's was ~1 ms of every timed start that the peers did not pay.
-            PEER_CMD=("$SEPIA_BIN" --config "$d/sepia.toml")
-            PEER_DONE=(--done-log "$PEER_LOG" --done-regex 'disk cache index loaded') ;;
+            "$SEPIA_BIN" --config "$d/sepia.toml" check > /dev/null ;;
         nginx)
             mkdir -p "$d/tmp" "$cache"
-            peers_render "$BENCH_DIR/peers/disk/nginx.conf" "$d/nginx.conf" nginxdisk "$cache"
-            PEER_CMD=(nginx -p "$d/" -c "$d/nginx.conf" -g 'daemon off;')
-            PEER_DONE=(--done-gone 'cache loader')
-            PEER_TIMED_DONE=() ;;
+            peers_render "$BENCH_DIR/peers/disk/nginx.conf" "$d/nginx.conf" nginxdisk "$cache" ;;
         squid)
             mkdir -p "$cache"
             peers_render "$BENCH_DIR/peers/disk/squid.conf" "$d/squid.conf" squiddisk "$cache"
             chown -R proxy:proxy "$d" "$cache"
-            squid -z -N -n "sepiadisk$PORT" -f "$d/squid.conf" >> "$PEER_LOG" 2>&1
-            PEER_CMD=(squid --foreground -n "sepiadisk$PORT" -f "$d/squid.conf")
-            # the disker's line (kid1 the worker, kid2 the disker, kid3 the coordinator): the
-            # worker logs its own "Finished rebuilding" at once, having nothing to scan
-            PEER_DONE=(--done-log "$d/cache.log" --done-regex 'kid2\| Finished rebuilding storage from disk') ;;
+            squid -z -N -n "sepiadisk$PORT" -f "$d/squid.conf" >> "$PEER_LOG" 2>&1 ;;
         ats)
             mkdir -p "$d/etc" "$d/var" "$d/run" "$d/log" "$d/data" "$cache"
             cp -r /etc/trafficserver/. "$d/etc/"
@@ -61,10 +51,36 @@ peers_prepare() {
             peers_render "$BENCH_DIR/peers/disk/ats/storage.config" "$d/etc/storage.config" atsdisk "$cache"
             render "$BENCH_DIR/peers/ats/runroot.yaml" "$d/runroot.yaml.tmp" "$PORT"
             sed "s#$RUN/ats#$d#g" "$d/runroot.yaml.tmp" > "$d/runroot.yaml"; rm "$d/runroot.yaml.tmp"
-            chown -R trafficserver:trafficserver "$d" "$cache"
+            chown -R trafficserver:trafficserver "$d" "$cache" ;;
+        *) echo "unknown target $t (sepia, nginx, squid, ats)" >&2; exit 2 ;;
+    esac
+    peers_command "$t"
+}
+
+# peers_command TARGET: PEER_CMD, PEER_LOG, PEER_DONE and PEER_TIMED_DONE for TARGET's run
+# directory as peers_prepare made it (again before each of its starts when interleaved).
+peers_command() {
+    local t=$1 d=$RUN/${1}disk
+    PEER_LOG=$d/stderr.log
+    PEER_TIMED_DONE=unset
+    case $t in
+        sepia)
+            # Its environment comes from peers_start, not from `env`: an exec of /usr/bin/env
+            # before Sepia's was ~1 ms of every timed start that the peers did not pay.
+            PEER_CMD=("$SEPIA_BIN" --config "$d/sepia.toml")
+            PEER_DONE=(--done-log "$PEER_LOG" --done-regex 'disk cache index loaded') ;;
+        nginx)
+            PEER_CMD=(nginx -p "$d/" -c "$d/nginx.conf" -g 'daemon off;')
+            PEER_DONE=(--done-gone 'cache loader')
+            PEER_TIMED_DONE=() ;;
+        squid)
+            PEER_CMD=(squid --foreground -n "sepiadisk$PORT" -f "$d/squid.conf")
+            # the disker's line (kid1 the worker, kid2 the disker, kid3 the coordinator): the
+            # worker logs its own "Finished rebuilding" at once, having nothing to scan
+            PEER_DONE=(--done-log "$d/cache.log" --done-regex 'kid2\| Finished rebuilding storage from disk') ;;
+        ats)
             PEER_CMD=(traffic_server --run-root="$d/runroot.yaml")
             PEER_DONE=() ;;
-        *) echo "unknown target $t (sepia, nginx, squid, ats)" >&2; exit 2 ;;
     esac
     [[ ${PEER_TIMED_DONE[*]-} == unset ]] && PEER_TIMED_DONE=("${PEER_DONE[@]}")
     return 0
@@ -85,8 +101,10 @@ peers_start() {
         --cpu "$TARGET_CPU" "$@" -- "${PEER_CMD[@]}"
 }
 
-peers_one() {
-    local t=$1 cache=$DISK_ROOT/peer-$1 sample=$RUN/sample.txt out pid secs rep
+# peers_fill TARGET: an empty start, the fill, a clean stop and the `index` start; the cache
+# stays for the timed starts.
+peers_fill() {
+    local t=$1 cache=$DISK_ROOT/peer-$1 sample=$RUN/sample.txt out pid secs
     log "== $t: $OBJECTS objects, disk budget ${PEER_DISK_MB} MiB, memory ${PEER_MEM_MB} MiB"
     peers_prepare "$t" "$cache"
     peers_sample "$sample"
@@ -118,21 +136,48 @@ peers_one() {
     # 1,000 objects from disk, which every target then keeps in its memory tier)
     out=$(peers_start --sample '' "${PEER_DONE[@]}" --then term --settle 2 --timeout "$PEER_TIMEOUT")
     echo "{\"target\":\"$t\",\"case\":\"index\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
-    for ((rep = 1; rep <= REPS; rep++)); do
-        out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then kill --timeout "$PEER_TIMEOUT")
-        echo "{\"target\":\"$t\",\"case\":\"clean-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
-        out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then term --timeout "$PEER_TIMEOUT")
-        echo "{\"target\":\"$t\",\"case\":\"crash-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
-    done
+}
+
+# peers_timed TARGET REP: the rep's two timed starts, `clean-REP` (after a clean stop, ended
+# by kill -9) and `crash-REP` (after that kill -9, ended by SIGTERM).
+peers_timed() {
+    local t=$1 rep=$2 sample=$RUN/sample.txt out
+    peers_command "$t"
+    out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then kill --timeout "$PEER_TIMEOUT")
+    echo "{\"target\":\"$t\",\"case\":\"clean-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then term --timeout "$PEER_TIMEOUT")
+    echo "{\"target\":\"$t\",\"case\":\"crash-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+}
+
+peers_done() {
+    local t=$1 cache=$DISK_ROOT/peer-$1
     log "$t: disk at the end $(du -sh "$cache" | cut -f1)"
     rm -rf "$cache"
 }
 
 peers_bench() {
-    local t
+    local t rep
     PEER_DISK_MB=${PEER_DISK_MB:-$((OBJECTS * 6 / 1000 < 256 ? 256 : OBJECTS * 6 / 1000))}
-    for t in ${TARGETS//,/ }; do
-        peers_one "$t"
-    done
+    if ((INTERLEAVE)); then
+        for t in ${TARGETS//,/ }; do
+            peers_fill "$t"
+        done
+        for ((rep = 1; rep <= REPS; rep++)); do
+            for t in ${TARGETS//,/ }; do
+                peers_timed "$t" "$rep"
+            done
+        done
+        for t in ${TARGETS//,/ }; do
+            peers_done "$t"
+        done
+    else
+        for t in ${TARGETS//,/ }; do
+            peers_fill "$t"
+            for ((rep = 1; rep <= REPS; rep++)); do
+                peers_timed "$t" "$rep"
+            done
+            peers_done "$t"
+        done
+    fi
     python3 "$BENCH_DIR/tools/disk_peer_report.py" "$RESULTS"
 }
