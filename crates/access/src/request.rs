@@ -1,9 +1,8 @@
 //! The facts about one request that rules look at, all borrowed from the caller.
 
 use std::net::IpAddr;
-use std::time::SystemTime;
-
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use jiff::tz::TimeZone;
 

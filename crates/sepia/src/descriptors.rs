@@ -23,8 +23,7 @@ pub fn raise_limit() {
 }
 
 /// Grows the kernel's descriptor table to hold `fds` descriptors (at most the soft limit)
-/// now, while this process still has one thread; returns the table's size afterwards
-/// (`FDSize` in /proc/self/status), when it can be read.
+/// now, while this process still has one thread.
 ///
 /// Why: the table starts with room for 64 and doubles when a descriptor beyond it is
 /// opened. Once threads share it, each growth waits for an RCU grace period
@@ -35,13 +34,12 @@ pub fn raise_limit() {
 /// → `expand_files` asleep, the recovery thread in `synchronize_rcu`; bench/RESULTS.md,
 /// "Issue 21, fifteenth stop"). With one thread the kernel skips the wait. Connections
 /// beyond the room still grow the table later, each growth once per process.
-pub fn reserve_table(fds: u64) -> Option<u64> {
+pub fn reserve_table(fds: u64) {
     let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
     let top = fds.min(soft).saturating_sub(1);
     if let Err(e) = occupy_once(i32::try_from(top).unwrap_or(i32::MAX)) {
         tracing::debug!("could not size the descriptor table for {fds} descriptors: {e}");
     }
-    table_size()
 }
 
 /// Opens a descriptor numbered `top` or above and closes it: the table grows to hold it.
@@ -52,23 +50,24 @@ fn occupy_once(top: i32) -> io::Result<()> {
     Ok(())
 }
 
-/// The descriptor table's size (`FDSize`), from /proc/self/status.
-fn table_size() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("FDSize:"))?;
-    line["FDSize:".len()..].trim().parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The descriptor table's size (`FDSize`), from /proc/self/status.
+    fn table_size() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("FDSize:"))?;
+        line["FDSize:".len()..].trim().parse().ok()
+    }
 
     #[test]
     fn the_table_holds_what_was_reserved() {
         // The test process has threads (the harness): the growth waits for RCU, and works.
         let before = table_size().expect("FDSize in /proc/self/status");
         let want = (before * 4).min(getrlimit(Resource::RLIMIT_NOFILE).unwrap().0);
-        let after = reserve_table(want).expect("FDSize after");
+        reserve_table(want);
+        let after = table_size().expect("FDSize after");
         assert!(
             after >= want,
             "table {after} after reserving {want} (was {before})"

@@ -142,6 +142,17 @@ impl Table {
         self.len += 1;
     }
 
+    /// Inserts `slot` unless an entry for the same record (tag, segment, offset) is there.
+    fn insert_once(&mut self, slot: Slot) {
+        let there = self.probe(slot.tag).any(|i| {
+            let s = &self.slots[i];
+            s.tag == slot.tag && s.seg == slot.seg && s.off == slot.off
+        });
+        if !there {
+            self.insert(slot);
+        }
+    }
+
     fn grow(&mut self) {
         self.grow_to((self.slots.len() * 3 / 2).max(16));
     }
@@ -228,14 +239,7 @@ impl Index {
 
     /// Adds an entry (unless one for this exact record is already there).
     pub(crate) fn insert(&self, hash: u64, loc: Loc) {
-        let slot = Slot::new(hash, loc);
-        let mut t = self.write(hash);
-        if t.probe(slot.tag)
-            .any(|i| t.slots[i].tag == slot.tag && t.slots[i].at(loc.seg, loc.offset))
-        {
-            return;
-        }
-        t.insert(slot);
+        self.write(hash).insert_once(Slot::new(hash, loc));
     }
 
     /// Makes `loc` the only entry with `hash`'s tag (adding it unless there), under one lock:
@@ -245,12 +249,7 @@ impl Index {
         let slot = Slot::new(hash, loc);
         let mut t = self.write(hash);
         let removed = t.remove_where(slot.tag, |s| !s.at(loc.seg, loc.offset));
-        let there = t
-            .probe(slot.tag)
-            .any(|i| t.slots[i].tag == slot.tag && t.slots[i].at(loc.seg, loc.offset));
-        if !there {
-            t.insert(slot);
-        }
+        t.insert_once(slot);
         removed
     }
 
