@@ -14,6 +14,9 @@
 #   bench/disk.sh peers   [--objects N] [--targets sepia,nginx,squid,ats] [--reps R]
 #                         [--fill-conns C] [--peer-memory-mb M] [--peer-disk-mb D]
 #                         [--interleave]  (fill every target first, then alternate their timed starts)
+#                         [--keep]  (leave the filled caches and run directories for a --reuse run)
+#                         [--reuse]  (a kept target's fill is not redone: only its timed starts run)
+#                         [--no-page-in]  (do not read each target's executable and libraries before a timed start)
 #   common: [--sepia-bin PATH] [--disk-root DIR] [--port P] [--read-threads N] (cache.disk_read_threads)
 #           [--ring-depth N] (cache.disk_ring_depth; not set: Sepia's default)
 #           [--disk-io threads|io_uring|''] (cache.disk_io; '': not set, for binaries before it)
@@ -28,7 +31,7 @@ source "$BENCH_DIR/lib/diskcount.sh"
 MODE=${1:-}; shift || true
 OBJECTS=100000 MEMORY=32MiB DIR_SIZE=2GiB REPS=3 DURATION=10 CONNS=64 SIZES=4k,64k
 FILL_THREADS=2 FILL_CONNS=16 FILL_GAP=200 NGINX=0 FLOOR=0 HIT_MEMORY=16MiB HIT_OBJECTS= HIT_DISK_SIZE=2GiB
-TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65 INTERLEAVE=0
+TARGETS=sepia,nginx,squid,ats PEER_MEM_MB=16 PEER_DISK_MB= PEER_TIMEOUT=1500 ATS_SYNC_WAIT=65 INTERLEAVE=0 KEEP=0 REUSE=0 PAGE_IN=1
 SEPIA_BIN=${CARGO_TARGET_DIR:-$BENCH_DIR/../target}/release/sepia
 DISK_ROOT=/var/tmp/sepia-dbench
 ORIGIN_PORT=18480 PORT=18481 READ_THREADS=16 DISK_IO=io_uring DISK_ADMISSION= RING_DEPTH=
@@ -50,6 +53,9 @@ while (($#)); do
         --hit-disk-size) HIT_DISK_SIZE=$2; shift ;;
         --targets) TARGETS=$2; shift ;;
         --interleave) INTERLEAVE=1 ;;
+        --keep) KEEP=1 ;;
+        --reuse) REUSE=1 ;;
+        --no-page-in) PAGE_IN=0 ;;
         --fill-conns) FILL_CONNS=$2; shift ;;
         --peer-memory-mb) PEER_MEM_MB=$2; shift ;;
         --peer-disk-mb) PEER_DISK_MB=$2; shift ;;

@@ -105,6 +105,13 @@ peers_start() {
 # stays for the timed starts.
 peers_fill() {
     local t=$1 cache=$DISK_ROOT/peer-$1 sample=$RUN/sample.txt out pid secs
+    if ((REUSE)) && [[ -e $RUN/${t}disk/kept && -e $sample ]]; then
+        # the same objects, the same sample: only the timed starts run again (with this
+        # run's binary for Sepia); the fill's lines are in the kept run's results
+        [[ $(cat "$RUN/${t}disk/kept") == "$OBJECTS" ]] || { warn "$t: kept cache is not of $OBJECTS objects"; exit 1; }
+        log "== $t: reusing the kept cache of $OBJECTS objects ($cache)"
+        return 0
+    fi
     log "== $t: $OBJECTS objects, disk budget ${PEER_DISK_MB} MiB, memory ${PEER_MEM_MB} MiB"
     peers_prepare "$t" "$cache"
     peers_sample "$sample"
@@ -138,13 +145,33 @@ peers_fill() {
     echo "{\"target\":\"$t\",\"case\":\"index\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
 }
 
+# peers_page_in: read PEER_CMD's executable, its shared libraries and taskset into the page
+# cache (unless --no-page-in). This machine (a Firecracker VM) runs DAMON proactive reclaim:
+# a kdamond pages out file pages that no process maps once they have looked unused for about
+# a minute (/sys/kernel/mm/damon/admin/kdamonds/0: action pageout, filter `unmapped`, min age
+# 12 x 5 s). A target that ran last minutes ago (the first timed start after another
+# target's fill) then reads its executable from disk at exec: 13-18 ms more for Sepia and for
+# nginx alike (measured 2026-11-28, bench/RESULTS.md), which falls on whichever target the
+# order makes wait. A restart on a machine without such reclaim finds them in memory; the
+# cache's own files (index, checkpoint, objects) are left as the stop left them.
+peers_page_in() {
+    ((PAGE_IN)) || return 0
+    local exe f
+    exe=$(command -v "${PEER_CMD[0]}")
+    for f in "$exe" $(ldd "$exe" 2> /dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }') "$(command -v taskset)"; do
+        cat "$f" > /dev/null
+    done
+}
+
 # peers_timed TARGET REP: the rep's two timed starts, `clean-REP` (after a clean stop, ended
 # by kill -9) and `crash-REP` (after that kill -9, ended by SIGTERM).
 peers_timed() {
     local t=$1 rep=$2 sample=$RUN/sample.txt out
     peers_command "$t"
+    peers_page_in
     out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then kill --timeout "$PEER_TIMEOUT")
     echo "{\"target\":\"$t\",\"case\":\"clean-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
+    peers_page_in
     out=$(peers_start --sample "$sample" "${PEER_TIMED_DONE[@]}" --then term --timeout "$PEER_TIMEOUT")
     echo "{\"target\":\"$t\",\"case\":\"crash-$rep\",\"objects\":$OBJECTS,\"r\":$out}" | tee -a "$RESULTS"
 }
@@ -152,12 +179,24 @@ peers_timed() {
 peers_done() {
     local t=$1 cache=$DISK_ROOT/peer-$1
     log "$t: disk at the end $(du -sh "$cache" | cut -f1)"
-    rm -rf "$cache"
+    if ((KEEP)); then
+        echo "$OBJECTS" > "$RUN/${t}disk/kept"
+        log "$t: cache kept for --reuse ($cache, $RUN/${t}disk)"
+    else
+        rm -rf "$cache" "$RUN/${t}disk/kept"
+    fi
 }
 
 peers_bench() {
     local t rep
     PEER_DISK_MB=${PEER_DISK_MB:-$((OBJECTS * 6 / 1000 < 256 ? 256 : OBJECTS * 6 / 1000))}
+    if ((REUSE)) && [[ -e $RESULTS ]]; then
+        # the report reads one run: the kept fills' lines, then this run's timed starts
+        local old; old=$RUN/results.$(date +%H%M%S).jsonl
+        mv "$RESULTS" "$old"
+        grep -E '"case":"(empty|fill|index)"' "$old" > "$RESULTS" || true
+        log "earlier results moved to $old"
+    fi
     if ((INTERLEAVE)); then
         for t in ${TARGETS//,/ }; do
             peers_fill "$t"
