@@ -105,8 +105,8 @@ def main():
     out["index"] = loaded_line(a.stderr)
     # RSS once what the load freed has gone back: jemalloc returns freed pages after its
     # 1 s dirty decay (.cargo/config.toml). A rebuild from segment summaries (no checkpoint)
-    # frees its read buffers and outgrown tables: 0.2 s after its end RSS was 87 MB, 1 s
-    # after 37.6 MB for 1M objects (2026-11-28), the index alone being the second.
+    # frees its read buffers and outgrown tables: for 1M objects RSS was 87 MB 0.2 s after
+    # its end and 37.6 MB 1 s after, where it stayed (2026-11-28).
     time.sleep(0.2)
     out["rss_0_2s_bytes"] = rss(p.pid)
     time.sleep(max(a.settle, 1.5) - 0.2)
