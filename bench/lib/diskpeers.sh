@@ -62,7 +62,7 @@ peers_prepare() {
 peers_command() {
     local t=$1 d=$RUN/${1}disk
     PEER_LOG=$d/stderr.log
-    PEER_TIMED_DONE=unset
+    PEER_TIMED_DONE=(unset)  # an array assignment: a plain one would keep the previous target's other elements
     case $t in
         sepia)
             # Its environment comes from peers_start, not from `env`: an exec of /usr/bin/env
