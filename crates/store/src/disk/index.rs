@@ -253,6 +253,17 @@ impl Index {
         removed
     }
 
+    /// Indexes a record the writer placed: a key's newest response replaces its older
+    /// entries ([`Index::replace`]); a hot record copied forward with its old sequence
+    /// number joins them ([`Index::insert`]).
+    pub(crate) fn add(&self, hash: u64, loc: Loc, newest: bool) {
+        if newest {
+            self.replace(hash, loc);
+        } else {
+            self.insert(hash, loc);
+        }
+    }
+
     /// Entries whose tag matches `hash` (usually none or one).
     pub(crate) fn candidates(&self, hash: u64) -> SmallVec<[Loc; 2]> {
         let tag = (hash >> 32) as u32;

@@ -296,13 +296,8 @@ impl Writer {
         }
         let q = self.shared.lock_queue();
         for p in self.pending.drain(..) {
-            if q.tombstones.contains_key(&p.hash) {
-                continue;
-            }
-            if p.newest {
-                self.shared.index.replace(p.hash, p.loc);
-            } else {
-                self.shared.index.insert(p.hash, p.loc);
+            if !q.tombstones.contains_key(&p.hash) {
+                self.shared.index.add(p.hash, p.loc, p.newest);
             }
         }
     }

@@ -534,11 +534,7 @@ impl Writer {
                 hit: false,
                 verified: false,
             };
-            if newest {
-                self.shared.index.replace(e.hash, loc);
-            } else {
-                self.shared.index.insert(e.hash, loc);
-            }
+            self.shared.index.add(e.hash, loc, newest);
         }
     }
 }
