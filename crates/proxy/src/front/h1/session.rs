@@ -205,7 +205,19 @@ async fn read_head(
 
 /// A new connection starts small (most heads are a few hundred bytes); one that needs more
 /// room, or whose buffer is still referenced, gets the full size.
+///
+/// An empty buffer that nothing else references any more (the last request's slices were
+/// dropped by `req.clear()`) starts again at the front of its allocation, so a keep-alive
+/// connection reads every head into the same few cache lines. Without this each head went
+/// after the last one until the allocation ran out: with 100 busy connections their buffers
+/// cycled through ~800 KB, more than this core's L2, and every head landed in a cold line.
 fn make_head_room(buf: &mut BytesMut) {
+    if buf.is_empty() {
+        // Asking for one byte more than the view holds makes `bytes` take the front back
+        // when the allocation is not shared; otherwise it does nothing (`false`: no
+        // allocation, no copy).
+        let _ = buf.try_reclaim(buf.capacity() + 1);
+    }
     if buf.capacity() - buf.len() < HEAD_MIN_ROOM {
         let room = if buf.capacity() == 0 {
             HEAD_FIRST_BUFFER
@@ -273,6 +285,7 @@ fn h2c_preface(req: &RequestHead, unread: &BytesMut) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Buf;
 
     fn refused(raw: &[u8]) -> (RequestHead, BytesMut) {
         let mut decoder = RequestDecoder::new(Limits::default());
@@ -283,6 +296,32 @@ mod tests {
             "{raw:?} parsed"
         );
         (req, buf)
+    }
+
+    #[test]
+    fn an_empty_unshared_head_buffer_is_reused_from_its_front() {
+        let mut buf = BytesMut::new();
+        make_head_room(&mut buf);
+        let front = buf.as_ptr();
+        buf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let head = buf.split_to(buf.len()).freeze();
+        // Still referenced: the buffer goes on after the head, where it is.
+        make_head_room(&mut buf);
+        assert_eq!(buf.as_ptr(), front.wrapping_add(head.len()));
+        drop(head);
+        make_head_room(&mut buf);
+        assert_eq!(
+            buf.as_ptr(),
+            front,
+            "back at the front of the same allocation"
+        );
+        assert_eq!(buf.capacity(), HEAD_FIRST_BUFFER);
+        // Unread bytes are never moved.
+        buf.extend_from_slice(b"GET");
+        buf.advance(1);
+        make_head_room(&mut buf);
+        assert_eq!(&buf[..], b"ET");
+        assert_eq!(buf.as_ptr(), front.wrapping_add(1));
     }
 
     #[test]
