@@ -5,21 +5,24 @@
 # /proc/PID/stat), without the peers; meant for changes smaller than run-to-run noise, which
 # only many pairs can show. Only 127.0.0.1 is contacted.
 #
-#   bench/tools/ab_cpu.sh [--case miss|hit] [--reps N] [--duration S] BIN_A BIN_B [BIN ...]
+#   bench/tools/ab_cpu.sh [--case miss|hit] [--reps N] [--duration S] [--cache-mb MB]
+#                         BIN_A BIN_B [BIN ...]
+# (--cache-mb: Sepia's memory cache, 1024 MiB by default as in run.sh)
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "$0")/.." && pwd)
-CASE=miss REPS=10 DURATION=4
+CASE=miss REPS=10 DURATION=4 CACHE_MB=1024
 while [[ $# -gt 0 && $1 == --* ]]; do
     case $1 in
         --case) CASE=$2; shift ;;
         --reps) REPS=$2; shift ;;
         --duration) DURATION=$2; shift ;;
+        --cache-mb) CACHE_MB=$2; shift ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
     shift
 done
-[[ $# -ge 2 ]] || { sed -n 2,8p "$0" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n 2,10p "$0" >&2; exit 2; }
 [[ $CASE == miss || $CASE == hit ]] || { echo "--case is miss or hit" >&2; exit 2; }
 for tool in nginx wrk curl taskset python3 /usr/bin/time; do
     command -v "$tool" > /dev/null || { echo "ab_cpu.sh needs $tool (bench/run.sh installs the tools it and this script use)" >&2; exit 2; }
@@ -33,7 +36,8 @@ mkdir -p "$RUN/www" "$RUN/origin/tmp"
 head -c 1024 /dev/zero | tr '\0' x > "$RUN/www/1k"
 sed -e "s#@PORT@#$ORIGIN_PORT#g; s#@RUN@#$RUN#g; s#@NAME@#origin#g" \
     "$BENCH_DIR/peers/origin.nginx.conf" > "$RUN/origin/nginx.conf"
-sed -e "s#@PORT@#$PORT#; s#@ORIGIN@#$ORIGIN_PORT#" "$BENCH_DIR/peers/sepia.toml" > "$RUN/sepia.toml"
+sed -e "s#@PORT@#$PORT#; s#@ORIGIN@#$ORIGIN_PORT#; s#@CACHE_MB@#$CACHE_MB#" \
+    "$BENCH_DIR/peers/sepia.toml" > "$RUN/sepia.toml"
 taskset -c 0 nginx -p "$RUN/origin/" -c "$RUN/origin/nginx.conf" -g 'daemon off;' &
 ORIGIN_PID=$!
 SEPIA_PID=
