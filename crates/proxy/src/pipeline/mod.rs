@@ -78,9 +78,8 @@ pub async fn serve<C: Responder>(
     if let Some(started) = started {
         log::count(conn, req, started, &outcome);
     }
-    // The origin's response head holds a slice of the origin read buffer: dropped now, the
-    // next exchange's read reuses the buffer instead of allocating another.
-    buffers.origin.forget_response();
+    // The origin's response head and read buffer: given back now (see `release_response`).
+    buffers.origin.release_response();
     outcome
 }
 

@@ -15,6 +15,8 @@ use sepia_store::BodyFile;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
+use super::Conn;
+
 /// Most slices one gather write is asked to carry (head, chunk framing, data, trailer, …).
 pub const MAX_SLICES: usize = 8;
 
@@ -203,6 +205,18 @@ where
 {
     make_room(buf, room);
     within_deadline(deadline, limit, r.read_buf(buf)).await
+}
+
+/// Waits until `conn` has bytes to read (or an end or error to report), by the same shared
+/// deadline as [`read_by_deadline`]: for a reader that takes its buffer only once there is
+/// something to put in it.
+pub async fn readable_by_deadline(
+    conn: &mut Conn,
+    deadline: &mut Option<tokio::time::Instant>,
+    limit: Duration,
+) -> io::Result<()> {
+    let ready = std::future::poll_fn(|cx| conn.poll_read_ready(cx));
+    within_deadline(deadline, limit, ready).await
 }
 
 /// Reads more bytes into `buf`, making room for at least `room` first. `Ok(0)` is end of stream.

@@ -20,7 +20,7 @@ use crate::model::{
     BodyError, BodyLength, BodyPiece, ClientInfo, Downstream, Method, RequestView, ResponseView,
     Scheme,
 };
-use crate::transport::io::{read_by_deadline, write_parts_within};
+use crate::transport::io::{read_by_deadline, readable_by_deadline, write_parts_within};
 use crate::upstream::fetch_error::FetchError;
 use crate::upstream::h2::body::H2Body;
 use crate::upstream::health::Tally;
@@ -41,10 +41,15 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    /// Drops the last response's head, a slice of the read buffer: with no reference left,
-    /// the next exchange's read reuses the buffer's allocation.
-    pub fn forget_response(&mut self) {
+    /// Ends the request: drops the last response's head (a slice of the read buffer) and the
+    /// read buffer's allocation. The next exchange takes a buffer only when its origin has
+    /// answered (`read_head`), so a connection waiting on an origin, or between requests,
+    /// holds none; and since the allocator hands out the block freed last, the response is
+    /// read into memory the core touched moments ago. Kept per connection instead, 100 busy
+    /// connections' buffers took turns through 1.6 MB, more than this core's L2.
+    pub fn release_response(&mut self) {
         self.resp.clear();
+        self.obuf = BytesMut::new();
     }
 }
 
@@ -256,13 +261,14 @@ async fn read_head(
             Ok(false) => {}
             Err(_) => return Err(FetchError::Invalid),
         }
-        let read = read_by_deadline(
-            &mut origin.conn,
-            obuf,
-            ORIGIN_READ_ROOM,
-            &mut deadline,
-            limit,
-        );
+        let conn = &mut origin.conn;
+        let read = async {
+            if obuf.capacity() == 0 {
+                // No buffer yet (see `Scratch::release_response`): take it once there are bytes.
+                readable_by_deadline(conn, &mut deadline, limit).await?;
+            }
+            read_by_deadline(conn, obuf, ORIGIN_READ_ROOM, &mut deadline, limit).await
+        };
         tokio::select! {
             r = read => match r {
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(FetchError::TimedOut),
