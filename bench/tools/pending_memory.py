@@ -47,8 +47,6 @@ class Origin:
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
-                if not head:
-                    return
                 if self.hold and b" /pending-" in head:
                     self.pending += 1
                     await self.release.wait()
@@ -94,6 +92,8 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
                     break
             except OSError:
                 await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError(f"{binary} did not answer on port {port} (exit code {proc.poll()})")
         origin.hold = False
         for i in range(200):
             await get(port, f"/warm-{rep}-{i}")

@@ -207,16 +207,21 @@ where
     within_deadline(deadline, limit, r.read_buf(buf)).await
 }
 
-/// Waits until `conn` has bytes to read (or an end or error to report), by the same shared
-/// deadline as [`read_by_deadline`]: for a reader that takes its buffer only once there is
-/// something to put in it.
-pub async fn readable_by_deadline(
+/// [`read_by_deadline`] on a connection, for a reader that gives its buffer back between
+/// messages: an unallocated `buf` is only given room once `conn` is readable (bytes, an end or
+/// an error to report), so nothing is held while the peer has not answered.
+pub async fn read_conn_by_deadline(
     conn: &mut Conn,
+    buf: &mut BytesMut,
+    room: usize,
     deadline: &mut Option<tokio::time::Instant>,
     limit: Duration,
-) -> io::Result<()> {
-    let ready = std::future::poll_fn(|cx| conn.poll_read_ready(cx));
-    within_deadline(deadline, limit, ready).await
+) -> io::Result<usize> {
+    if buf.capacity() == 0 {
+        let ready = std::future::poll_fn(|cx| conn.poll_read_ready(cx));
+        within_deadline(deadline, limit, ready).await?;
+    }
+    read_by_deadline(conn, buf, room, deadline, limit).await
 }
 
 /// Reads more bytes into `buf`, making room for at least `room` first. `Ok(0)` is end of stream.

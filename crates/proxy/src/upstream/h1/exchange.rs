@@ -20,7 +20,7 @@ use crate::model::{
     BodyError, BodyLength, BodyPiece, ClientInfo, Downstream, Method, RequestView, ResponseView,
     Scheme,
 };
-use crate::transport::io::{read_by_deadline, readable_by_deadline, write_parts_within};
+use crate::transport::io::{read_conn_by_deadline, write_parts_within};
 use crate::upstream::fetch_error::FetchError;
 use crate::upstream::h2::body::H2Body;
 use crate::upstream::health::Tally;
@@ -31,22 +31,26 @@ use crate::upstream::upstreams::Upstreams;
 /// Room for an origin's response head (and the start of its body) in one read.
 const ORIGIN_READ_ROOM: usize = 16 * 1024;
 
-/// Buffers an origin exchange reuses, kept by the client connection across its requests (or
-/// made for one background revalidation): the head sent, the bytes read, the response head.
+/// Buffers of an origin exchange, kept by the client connection across its requests (or made
+/// for one background revalidation): the head sent, the bytes read, the response head.
 #[derive(Default)]
 pub struct Scratch {
     pub(in crate::upstream) head: BytesMut,
+    /// Unallocated between requests (see `release_response`).
     pub(in crate::upstream) obuf: BytesMut,
     pub(in crate::upstream) resp: ResponseHead,
 }
 
 impl Scratch {
     /// Ends the request: drops the last response's head (a slice of the read buffer) and the
-    /// read buffer's allocation. The next exchange takes a buffer only when its origin has
-    /// answered (`read_head`), so a connection waiting on an origin, or between requests,
-    /// holds none; and since the allocator hands out the block freed last, the response is
-    /// read into memory the core touched moments ago. Kept per connection instead, 100 busy
-    /// connections' buffers took turns through 1.6 MB, more than this core's L2.
+    /// read buffer's allocation. The next exchange takes a buffer only once its origin's
+    /// connection is readable (`read_conn_by_deadline`; usually the answer, sometimes a TLS
+    /// record before it), so a connection waiting on an origin, or between requests, holds
+    /// none. And since jemalloc's thread cache (blocks up to 32 KiB) hands out the block freed
+    /// last, the response is read into memory the core touched moments ago; kept per
+    /// connection instead, 100 busy connections' buffers took turns through 1.6 MB, more than
+    /// this core's L2. A body read past the head room grows the buffer beyond that cache: such
+    /// a miss pays an arena allocation for it.
     pub fn release_response(&mut self) {
         self.resp.clear();
         self.obuf = BytesMut::new();
@@ -261,14 +265,13 @@ async fn read_head(
             Ok(false) => {}
             Err(_) => return Err(FetchError::Invalid),
         }
-        let conn = &mut origin.conn;
-        let read = async {
-            if obuf.capacity() == 0 {
-                // No buffer yet (see `Scratch::release_response`): take it once there are bytes.
-                readable_by_deadline(conn, &mut deadline, limit).await?;
-            }
-            read_by_deadline(conn, obuf, ORIGIN_READ_ROOM, &mut deadline, limit).await
-        };
+        let read = read_conn_by_deadline(
+            &mut origin.conn,
+            obuf,
+            ORIGIN_READ_ROOM,
+            &mut deadline,
+            limit,
+        );
         tokio::select! {
             r = read => match r {
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => return Err(FetchError::TimedOut),

@@ -86,6 +86,13 @@ fn parse_response(
     out: &mut ResponseHead,
 ) -> bool {
     buf.clear();
+    // The whole head in one allocation: the buffer starts empty on every request
+    // (`Scratch::release_response`), and growing it field by field reallocated it several times.
+    let fields_len: usize = fields
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    buf.reserve(b"HTTP/1.1 000 \r\n\r\n".len() + fields_len);
     buf.put_slice(b"HTTP/1.1 ");
     buf.put_slice(status.as_str().as_bytes());
     buf.put_slice(b" \r\n");
