@@ -5,9 +5,10 @@
 # /proc/PID/stat), without the peers; meant for changes smaller than run-to-run noise, which
 # only many pairs can show. Only 127.0.0.1 is contacted.
 #
-#   bench/tools/ab_cpu.sh [--case miss|hit] [--reps N] [--duration S] [--cache-mb MB]
+#   bench/tools/ab_cpu.sh [--case miss|miss64k|hit] [--reps N] [--duration S] [--cache-mb MB]
 #                         BIN_A BIN_B [BIN ...]
-# (--cache-mb: Sepia's memory cache, 1024 MiB by default as in run.sh)
+# (--cache-mb: Sepia's memory cache, 1024 MiB by default as in run.sh; miss64k: every URL new,
+# 64 KiB bodies, from the origin's /b/)
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +24,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     shift
 done
 [[ $# -ge 2 ]] || { sed -n 2,10p "$0" >&2; exit 2; }
-[[ $CASE == miss || $CASE == hit ]] || { echo "--case is miss or hit" >&2; exit 2; }
+[[ $CASE == miss || $CASE == miss64k || $CASE == hit ]] || { echo "--case is miss, miss64k or hit" >&2; exit 2; }
 for tool in nginx wrk curl taskset python3 /usr/bin/time; do
     command -v "$tool" > /dev/null || { echo "ab_cpu.sh needs $tool (bench/run.sh installs the tools it and this script use)" >&2; exit 2; }
 done
@@ -34,6 +35,7 @@ chmod 755 "$RUN"
 ORIGIN_PORT=29300 PORT=29301
 mkdir -p "$RUN/www" "$RUN/origin/tmp"
 head -c 1024 /dev/zero | tr '\0' x > "$RUN/www/1k"
+head -c 65536 /dev/zero | tr '\0' x > "$RUN/www/64k"
 sed -e "s#@PORT@#$ORIGIN_PORT#g; s#@RUN@#$RUN#g; s#@NAME@#origin#g" \
     "$BENCH_DIR/peers/origin.nginx.conf" > "$RUN/origin/nginx.conf"
 sed -e "s#@PORT@#$PORT#; s#@ORIGIN@#$ORIGIN_PORT#; s#@CACHE_MB@#$CACHE_MB#" \
@@ -55,6 +57,9 @@ if [[ $CASE == hit ]]; then
 else
     WRK=(http://127.0.0.1:$PORT/ -s "$BENCH_DIR/tools/miss.lua" --)
 fi
+# After the run's URL prefix: miss.lua's base path (the origin's /b/ answers 64 KiB).
+WRK_TAIL=()
+[[ $CASE == miss64k ]] && WRK_TAIL=(/b/)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Voluntary context switches of a process, all its threads (its sleeps: each one is a wake-up
 # someone paid for).
@@ -77,13 +82,13 @@ one_run() {
         { echo "Sepia does not answer /1k" >&2; exit 1; }
     grep -qi '^cache-status:.*hit' "$RUN/check.head" ||
         { echo "a repeated request is not a hit:" >&2; cat "$RUN/check.head" >&2; exit 1; }
-    taskset -c 0 wrk -t1 -c100 -d2s "${WRK[@]}" "warm-$RANDOM$RANDOM" > /dev/null
+    taskset -c 0 wrk -t1 -c100 -d2s "${WRK[@]}" "warm-$RANDOM$RANDOM" "${WRK_TAIL[@]}" > /dev/null
     local t0 t1 n o0 o1 s0 s1 worker w
     worker=$(pgrep -P "$ORIGIN_PID" | head -1) ||
         { echo "the origin nginx has no worker process" >&2; exit 1; }
     t0=$(cpu_ticks "$SEPIA_PID") o0=$(sleeps "$worker") s0=$(sleeps "$SEPIA_PID")
     n=$(taskset -c 0 /usr/bin/time -f 'wrk-sleeps %w' -o "$RUN/wrk.time" \
-        wrk -t1 -c100 -d"${DURATION}s" "${WRK[@]}" "run-$RANDOM$RANDOM" |
+        wrk -t1 -c100 -d"${DURATION}s" "${WRK[@]}" "run-$RANDOM$RANDOM" "${WRK_TAIL[@]}" |
         awk '/requests in/{print $1}')
     t1=$(cpu_ticks "$SEPIA_PID") o1=$(sleeps "$worker") s1=$(sleeps "$SEPIA_PID")
     w=$(awk '/wrk-sleeps/{print $2}' "$RUN/wrk.time")
