@@ -23,16 +23,10 @@ import sys
 import tempfile
 import time
 
+from proc import rss_bytes
+
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BODY = b"x" * 1024
-
-
-def rss(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
 
 
 class Origin:
@@ -98,7 +92,7 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
         for i in range(200):
             await get(port, f"/warm-{rep}-{i}")
         await asyncio.sleep(1)
-        before = rss(proc.pid)
+        before = rss_bytes([proc.pid])
         origin.hold, origin.pending = True, 0
         origin.release = asyncio.Event()
         tasks = []
@@ -115,7 +109,7 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
         if origin.pending < n:
             raise RuntimeError(f"only {origin.pending} of {n} requests reached the origin")
         await asyncio.sleep(1)
-        held = rss(proc.pid)
+        held = rss_bytes([proc.pid])
         origin.release.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         bad = sum(1 for r in results if r is not True)
