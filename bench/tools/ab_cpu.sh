@@ -5,10 +5,15 @@
 # /proc/PID/stat), without the peers; meant for changes smaller than run-to-run noise, which
 # only many pairs can show. Only 127.0.0.1 is contacted.
 #
-#   bench/tools/ab_cpu.sh [--case miss|miss64k|hit] [--reps N] [--duration S] [--cache-mb MB]
-#                         BIN_A BIN_B [BIN ...]
-# (--cache-mb: Sepia's memory cache, 1024 MiB by default as in run.sh; miss64k: every URL new,
-# 64 KiB bodies, from the origin's /b/)
+#   bench/tools/ab_cpu.sh [--case miss|miss64k|nostore|mix|hit] [--reps N] [--duration S]
+#                         [--cache-mb MB] BIN_A BIN_B [BIN ...]
+# (--cache-mb: the memory cache, 1024 MiB by default as in run.sh; miss64k: every URL new,
+# 64 KiB bodies, from the origin's /b/; nostore: every URL new and answered `no-store`, from
+# /ns/; mix: tools/mix.lua, half new URLs and half 100 hot ones.) A BIN may also be
+# `haproxy` (bench/peers/haproxy.cfg, with its cache), `relay` or `relay-batch`
+# (bench/tools/relay.c without and with --batch: no parsing, the floor of a miss) or `ceiling`
+# (bench/tools/ceiling.c: the floor of a hit; it answers every request the same), to put Sepia
+# builds beside them in the same alternation; the ratios are to whichever comes first.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,7 +29,7 @@ while [[ $# -gt 0 && $1 == --* ]]; do
     shift
 done
 [[ $# -ge 2 ]] || { sed -n 2,10p "$0" >&2; exit 2; }
-[[ $CASE == miss || $CASE == miss64k || $CASE == hit ]] || { echo "--case is miss, miss64k or hit" >&2; exit 2; }
+[[ $CASE =~ ^(miss|miss64k|nostore|mix|hit)$ ]] || { echo "--case is miss, miss64k, nostore, mix or hit" >&2; exit 2; }
 for tool in nginx wrk curl taskset python3 /usr/bin/time; do
     command -v "$tool" > /dev/null || { echo "ab_cpu.sh needs $tool (bench/run.sh installs the tools it and this script use)" >&2; exit 2; }
 done
@@ -40,6 +45,11 @@ sed -e "s#@PORT@#$ORIGIN_PORT#g; s#@RUN@#$RUN#g; s#@NAME@#origin#g" \
     "$BENCH_DIR/peers/origin.nginx.conf" > "$RUN/origin/nginx.conf"
 sed -e "s#@PORT@#$PORT#; s#@ORIGIN@#$ORIGIN_PORT#; s#@CACHE_MB@#$CACHE_MB#" \
     "$BENCH_DIR/peers/sepia.toml" > "$RUN/sepia.toml"
+mkdir -p "$RUN/haproxy"
+sed -e "s#@RUN@#$RUN#g; s#@PORT@#$PORT#g; s#@ORIGIN@#$ORIGIN_PORT#g; s#@CACHE_MB@#$CACHE_MB#g" \
+    "$BENCH_DIR/peers/haproxy.cfg" > "$RUN/haproxy/haproxy.cfg"
+[[ " $* " =~ \ relay(-batch)?\  ]] && cc -O2 -o "$RUN/relay" "$BENCH_DIR/tools/relay.c"
+[[ " $* " == *" ceiling "* ]] && cc -O2 -o "$RUN/ceiling" "$BENCH_DIR/tools/ceiling.c"
 taskset -c 0 nginx -p "$RUN/origin/" -c "$RUN/origin/nginx.conf" -g 'daemon off;' &
 ORIGIN_PID=$!
 SEPIA_PID=
@@ -54,34 +64,47 @@ trap cleanup EXIT
 
 if [[ $CASE == hit ]]; then
     WRK=(http://127.0.0.1:$PORT/1k)
+elif [[ $CASE == mix ]]; then
+    WRK=(http://127.0.0.1:$PORT/ -s "$BENCH_DIR/tools/mix.lua" --)
 else
     WRK=(http://127.0.0.1:$PORT/ -s "$BENCH_DIR/tools/miss.lua" --)
 fi
 # After the run's URL prefix: miss.lua's base path (the origin's /b/ answers 64 KiB).
 WRK_TAIL=()
 [[ $CASE == miss64k ]] && WRK_TAIL=(/b/)
+[[ $CASE == nostore ]] && WRK_TAIL=(/ns/)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 # Voluntary context switches of a process, all its threads (its sleeps: each one is a wake-up
 # someone paid for).
 sleeps() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/{n += $2} END{print n}'; }
 
-# one_run BIN: writes to $RUN/result the CPU-µs per request of one run of BIN, then the sleeps
-# per request of wrk, of the origin's worker and of Sepia. Runs in the script's own shell, so
-# that a failed check (set -e) leaves SEPIA_PID for cleanup to kill.
-one_run() {
-    SEPIA_LOG=warn taskset -c 1 "$1" --config "$RUN/sepia.toml" > "$RUN/sepia.log" 2>&1 &
-    SEPIA_PID=$!
-    for _ in $(seq 50); do
-        curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" && break
-        sleep 0.1
-    done
-    # The object must be a stored 200: the second request of the same URL is a hit.
+# The object must be a stored 200: the second request of the same URL is a hit.
+check_sepia() {
     curl -sf -o /dev/null "http://127.0.0.1:$PORT/u/check-$RANDOM$RANDOM" -D "$RUN/check.head" ||
         { echo "origin or Sepia does not answer 200" >&2; exit 1; }
     curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" -D "$RUN/check.head" ||
         { echo "Sepia does not answer /1k" >&2; exit 1; }
     grep -qi '^cache-status:.*hit' "$RUN/check.head" ||
         { echo "a repeated request is not a hit:" >&2; cat "$RUN/check.head" >&2; exit 1; }
+}
+
+# one_run BIN: writes to $RUN/result the CPU-µs per request of one run of BIN, then the sleeps
+# per request of wrk, of the origin's worker and of Sepia. Runs in the script's own shell, so
+# that a failed check (set -e) leaves SEPIA_PID for cleanup to kill.
+one_run() {
+    case $1 in
+        haproxy) taskset -c 1 haproxy -db -f "$RUN/haproxy/haproxy.cfg" > "$RUN/sepia.log" 2>&1 & ;;
+        relay) taskset -c 1 "$RUN/relay" "$PORT" "$ORIGIN_PORT" > "$RUN/sepia.log" 2>&1 & ;;
+        relay-batch) taskset -c 1 "$RUN/relay" "$PORT" "$ORIGIN_PORT" --batch > "$RUN/sepia.log" 2>&1 & ;;
+        ceiling) taskset -c 1 "$RUN/ceiling" "$PORT" > "$RUN/sepia.log" 2>&1 & ;;
+        *) SEPIA_LOG=warn taskset -c 1 "$1" --config "$RUN/sepia.toml" > "$RUN/sepia.log" 2>&1 & ;;
+    esac
+    SEPIA_PID=$!
+    for _ in $(seq 50); do
+        curl -sf -o /dev/null "http://127.0.0.1:$PORT/1k" && break
+        sleep 0.1
+    done
+    [[ $1 =~ ^(haproxy|relay|relay-batch|ceiling)$ ]] || check_sepia
     taskset -c 0 wrk -t1 -c100 -d2s "${WRK[@]}" "warm-$RANDOM$RANDOM" "${WRK_TAIL[@]}" > /dev/null
     local t0 t1 n o0 o1 s0 s1 worker w
     worker=$(pgrep -P "$ORIGIN_PID" | head -1) ||

@@ -9,7 +9,11 @@
  * bench/run.sh builds it with cc and runs it as the target `relay` on the miss and no-store
  * cases.
  *
- *     cc -O2 -o relay relay.c && ./relay PORT ORIGIN_PORT
+ * With --batch it reads every connection the epoll batch reported before it writes any (the
+ * order haproxy runs its receives and sends in), so the responses of a batch leave back to
+ * back; bench/tools/ab_cpu.sh runs it as `relay-batch`.
+ *
+ *     cc -O2 -o relay relay.c && ./relay PORT ORIGIN_PORT [--batch]
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
@@ -90,10 +94,11 @@ static int write_all(int fd, const char *buf, ssize_t len) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s PORT ORIGIN_PORT\n", argv[0]);
+    if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "--batch"))) {
+        fprintf(stderr, "usage: %s PORT ORIGIN_PORT [--batch]\n", argv[0]);
         return 2;
     }
+    int batch = argc == 4;
     int origin_port = atoi(argv[2]);
     memset(peer, 0xff, sizeof peer);
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -109,7 +114,10 @@ int main(int argc, char **argv) {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = lfd};
     epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
     struct epoll_event events[MAX_EVENTS];
-    static char buf[65536];
+    /* One buffer per event of a batch (--batch keeps them all until the batch's writes). */
+    static char bufs[MAX_EVENTS][65536];
+    static int from[MAX_EVENTS];
+    static ssize_t len[MAX_EVENTS];
     for (;;) {
         int n = epoll_wait(ep, events, MAX_EVENTS, -1);
         if (n < 0 && errno != EINTR) {
@@ -139,11 +147,23 @@ int main(int argc, char **argv) {
             }
             if (peer[fd] < 0)
                 continue; /* dropped earlier in this batch */
-            ssize_t r = read(fd, buf, sizeof buf);
+            int slot = batch ? i : 0;
+            ssize_t r = read(fd, bufs[slot], sizeof bufs[slot]);
+            from[slot] = fd;
+            len[slot] = r;
             if (r < 0 && (errno == EAGAIN || errno == EINTR))
-                continue;
-            if (r <= 0 || write_all(peer[fd], buf, r))
+                len[slot] = 0;
+            else if (r <= 0) {
                 drop(fd);
+                len[slot] = 0;
+            } else if (!batch && write_all(peer[fd], bufs[0], r))
+                drop(fd);
+        }
+        for (int i = 0; batch && i < n; i++) {
+            int fd = from[i];
+            if (len[i] > 0 && peer[fd] >= 0 && write_all(peer[fd], bufs[i], len[i]))
+                drop(fd);
+            len[i] = 0;
         }
     }
 }
