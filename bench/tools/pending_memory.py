@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """What a request waiting on a slow origin costs Sepia in memory, per request.
 
-    pending_memory.py --bin NAME=PATH [--bin NAME=PATH ...] [--n 2000] [--reps 3]
-                      [--port-base 29400]
+    pending_memory.py --bin NAME=PATH [--bin NAME=PATH ...] [--peer haproxy|nginx ...]
+                      [--n 2000] [--reps 3] [--port-base 29400]
 
 One asyncio process plays both ends: an origin that reads each request head and answers only
 when told to, and N clients that each open a connection to Sepia and send one GET for a URL
-of their own (a cache miss, so every request reaches the origin). Each binary in turn (one
-worker, pinned to CPU 1, bench/peers/sepia.toml with a 64 MiB cache): warmed with 200
+of their own (a cache miss, so every request reaches the origin), after a first request on
+the same connection that the cache answers (one of the warm-up's objects). Each binary in
+turn (one worker, pinned to CPU 1, bench/peers/sepia.toml with a 64 MiB cache): warmed with 200
 requests the origin answers at once, its RSS read (/proc, VmRSS) one second later; then the N
 requests are sent and held at the origin, the RSS read again one second after the origin has
 received them all; then the origin answers and every response is checked (200, its 1 KiB
 body). Printed per binary and repetition: (RSS held - RSS before) / N, and the median.
+`--peer` measures haproxy or nginx the same way (bench/peers/haproxy.cfg with its cache,
+bench/peers/nginxcache.conf; one worker each, the RSS summed over nginx's master and worker).
 Only 127.0.0.1 is contacted.
 """
 import argparse
@@ -23,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from proc import rss_bytes
+from proc import rss_bytes, tree
 
 BENCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BODY = b"x" * 1024
@@ -69,14 +72,36 @@ async def get(port, *paths):
     return ok
 
 
-async def measure(binary, port, origin, origin_port, n, rep, run):
-    conf = f"{run}/sepia-{port}.toml"
-    with open(f"{BENCH}/peers/sepia.toml") as f:
+def render(template, out, port, origin_port, run):
+    with open(f"{BENCH}/peers/{template}") as f:
         text = f.read()
-    with open(conf, "w") as f:
-        f.write(text.replace("@PORT@", str(port)).replace("@ORIGIN@", str(origin_port))
-                .replace("@CACHE_MB@", "64"))
-    proc = subprocess.Popen(["taskset", "-c", "1", binary, "--config", conf],
+    for key, value in (("@RUN@", run), ("@PORT@", port), ("@ORIGIN@", origin_port),
+                       ("@CACHE_MB@", 64)):
+        text = text.replace(key, str(value))
+    with open(out, "w") as f:
+        f.write(text)
+
+
+def command(binary, port, origin_port, run):
+    """How to start `binary` (a Sepia build, or `haproxy` / `nginx` for a peer) on `port`."""
+    if binary == "haproxy":
+        os.makedirs(f"{run}/haproxy", exist_ok=True)
+        render("haproxy.cfg", f"{run}/haproxy/haproxy.cfg", port, origin_port, run)
+        return ["haproxy", "-db", "-f", f"{run}/haproxy/haproxy.cfg"]
+    if binary == "nginx":
+        # nginx's worker runs as nobody: the private temporary directory must let it in.
+        os.chmod(run, 0o755)
+        os.makedirs(f"{run}/nginxcache/tmp", exist_ok=True)
+        render("nginxcache.conf", f"{run}/nginxcache/nginx.conf", port, origin_port, run)
+        return ["nginx", "-p", f"{run}/nginxcache/", "-c", f"{run}/nginxcache/nginx.conf",
+                "-g", "daemon off;"]
+    conf = f"{run}/sepia-{port}.toml"
+    render("sepia.toml", conf, port, origin_port, run)
+    return [binary, "--config", conf]
+
+
+async def measure(binary, port, origin, origin_port, n, rep, run):
+    proc = subprocess.Popen(["taskset", "-c", "1", *command(binary, port, origin_port, run)],
                             env=dict(os.environ, SEPIA_LOG="error"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -92,15 +117,19 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
         for i in range(200):
             await get(port, f"/warm-{rep}-{i}")
         await asyncio.sleep(1)
-        before = rss_bytes([proc.pid])
+        pids = tree(proc.pid)  # nginx's master and worker
+        before = rss_bytes(pids)
         origin.hold, origin.pending = True, 0
         origin.release = asyncio.Event()
         tasks = []
         for i in range(n):
             # A first request answered at once, then the one held: the connection has served
-            # a request before, as a keep-alive client's has.
+            # a request before, as a keep-alive client's has. The first is a hit on an object
+            # the warm-up stored: a new URL would be stored too, and each stored object (its
+            # body, head and index entries) would be counted as part of a waiting request.
             name = f"{rep}-{time.time()}-{i}"
-            tasks.append(asyncio.create_task(get(port, f"/first-{name}", f"/pending-{name}")))
+            tasks.append(asyncio.create_task(get(port, f"/warm-{rep}-{i % 200}",
+                                                 f"/pending-{name}")))
             if i % 200 == 199:
                 await asyncio.sleep(0.05)  # the listen backlog never overflows
         deadline = time.time() + 60
@@ -109,7 +138,7 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
         if origin.pending < n:
             raise RuntimeError(f"only {origin.pending} of {n} requests reached the origin")
         await asyncio.sleep(1)
-        held = rss_bytes([proc.pid])
+        held = rss_bytes(pids)
         origin.release.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         bad = sum(1 for r in results if r is not True)
@@ -123,7 +152,8 @@ async def measure(binary, port, origin, origin_port, n, rep, run):
 
 async def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--bin", action="append", required=True, metavar="NAME=PATH")
+    ap.add_argument("--bin", action="append", default=[], metavar="NAME=PATH")
+    ap.add_argument("--peer", action="append", default=[], choices=["haproxy", "nginx"])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--port-base", type=int, default=29400)
@@ -132,7 +162,9 @@ async def main():
     asyncio.get_running_loop().set_exception_handler(
         lambda loop, ctx: None if isinstance(ctx.get("exception"), asyncio.CancelledError)
         else loop.default_exception_handler(ctx))
-    bins = [b.split("=", 1) for b in a.bin]
+    bins = [b.split("=", 1) for b in a.bin] + [[p, p] for p in a.peer]
+    if not bins:
+        ap.error("nothing to measure: give --bin or --peer")
     origin = Origin()
     server = await asyncio.start_server(origin.serve, "127.0.0.1", a.port_base, backlog=4096)
     per = {name: [] for name, _ in bins}
