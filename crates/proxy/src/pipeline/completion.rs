@@ -98,7 +98,8 @@ pub(super) async fn complete<C: Responder>(
     };
     let request_time = unix_now();
     let cx = x.cx;
-    let fetched = match pass::fetch_with(cx, x.client, x.origin, &q.dest.upstream, &cond).await {
+    let mut fetched = match pass::fetch_with(cx, x.client, x.origin, &q.dest.upstream, &cond).await
+    {
         Ok(fetched) => fetched,
         Err(e) => {
             writer.abort();
@@ -109,7 +110,7 @@ pub(super) async fn complete<C: Responder>(
         // A new representation: the piece of the old one goes.
         cache.store.purge(&c.key);
         let storing = Storing::miss(q, writer, request_time, Forward::Partial);
-        return Ok(store_and_relay(cx, x.client, x.cache_status, fetched, storing).await);
+        return Ok(store_and_relay(cx, x.client, x.cache_status, &mut fetched, storing).await);
     }
     let judging = Judging {
         q,

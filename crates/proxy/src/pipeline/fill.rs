@@ -30,16 +30,18 @@ pub(super) async fn fill<C: Responder>(
     let request_time = unix_now();
     let cx = x.cx;
     let up = &q.dest.upstream;
-    match pass::fetch_with(cx, x.client, x.origin, up, &Conditionals::STRIP).await {
-        Ok(fetched) => {
-            let storing = Storing::miss(q, writer, request_time, Forward::UriMiss);
-            store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
-        }
+    // Taken out of the `Result` in a statement of its own: the `Result` is then not kept in
+    // this future's state beside the response it held, through the relay.
+    let mut fetched = match pass::fetch_with(cx, x.client, x.origin, up, &Conditionals::STRIP).await
+    {
+        Ok(fetched) => fetched,
         Err(e) => {
             writer.abort();
-            e.outcome()
+            return e.outcome();
         }
-    }
+    };
+    let storing = Storing::miss(q, writer, request_time, Forward::UriMiss);
+    store_and_relay(cx, x.client, x.cache_status, &mut fetched, storing).await
 }
 
 /// A response that may be stored through `writer`.
@@ -81,11 +83,37 @@ pub(super) async fn store_and_relay<C: Responder>(
     cx: Ctx<'_, C::Request>,
     client: &mut C,
     cache_status: &mut Vec<u8>,
-    fetched: Fetched<'_>,
+    fetched: &mut Fetched<'_>,
     s: Storing<'_>,
 ) -> Outcome {
+    let result = s.result;
+    // Decided in a plain function: its locals (the response's metadata among them) are gone
+    // before the relay, instead of kept in this future's state through it.
+    match start_storing(cx, fetched, s, cache_status) {
+        None => {
+            relay(cx.state, client, fetched, cache_status, None, result)
+                .await
+                .outcome
+        }
+        Some(body) => {
+            let stored = (body, &[][..], result);
+            relay_storing(cx.state, client, fetched, cache_status, stored)
+                .await
+                .0
+        }
+    }
+}
+
+/// Whether `fetched` is to be stored (RFC 9111 §3): its body's way into the store if it is,
+/// `None` if it is only relayed. Either way `cache_status` is written for the client.
+fn start_storing<R: RequestView>(
+    cx: Ctx<'_, R>,
+    fetched: &Fetched<'_>,
+    s: Storing<'_>,
+    cache_status: &mut Vec<u8>,
+) -> Option<StoringBody> {
     let policy = s.policy;
-    // In a block: the response's field view borrows `fetched`, which the relay then takes.
+    // In a block: the response's field view is needed only to build the metadata.
     let (meta, storable, secondary, vary, status) = {
         let resp = fetched.head();
         let fields = resp.fields();
@@ -124,9 +152,7 @@ pub(super) async fn store_and_relay<C: Responder>(
         }
         cache_status.clear();
         status.write(CACHE_NAME, cache_status);
-        return relay(cx.state, client, fetched, cache_status, None, s.result)
-            .await
-            .outcome;
+        return None;
     }
     let publishing = Publishing {
         meta,
@@ -139,10 +165,7 @@ pub(super) async fn store_and_relay<C: Responder>(
     cache_status.clear();
     let status = decided_by(status, policy, source);
     status.with_stored().write(CACHE_NAME, cache_status);
-    let stored = (body, &[][..], s.result);
-    relay_storing(cx.state, client, fetched, cache_status, stored)
-        .await
-        .0
+    Some(body)
 }
 
 /// Relays the fetched response while its body is stored through `body`, followed by `tail`
@@ -152,7 +175,7 @@ pub(super) async fn store_and_relay<C: Responder>(
 pub(super) async fn relay_storing<C: Responder>(
     state: &State,
     client: &mut C,
-    fetched: Fetched<'_>,
+    fetched: &mut Fetched<'_>,
     cache_status: &[u8],
     (mut body, tail, result): (StoringBody, &[Bytes], ResultCode),
 ) -> (Outcome, bool) {

@@ -47,14 +47,23 @@ pub(super) async fn forward<C: Responder>(
     dest: &Destination<'_>,
 ) -> Outcome {
     let cx = x.cx;
-    match fetch(cx, x.client, x.origin, &dest.upstream).await {
-        Ok(fetched) => {
-            relay(cx.state, x.client, fetched, &[], None, ResultCode::TcpMiss)
-                .await
-                .outcome
-        }
-        Err(e) => e.outcome(),
-    }
+    // Out of the `Result` in a statement of its own, as in `fill`: the `Result` is not kept
+    // through the relay.
+    let mut fetched = match fetch(cx, x.client, x.origin, &dest.upstream).await {
+        Ok(fetched) => fetched,
+        Err(e) => return e.outcome(),
+    };
+    relay_passed(cx.state, x.client, &mut fetched).await
+}
+
+/// Relays `fetched` as passed through, without a Cache-Status, logged as a miss.
+pub(super) async fn relay_passed<C: Responder>(
+    state: &State,
+    client: &mut C,
+    fetched: &mut Fetched<'_>,
+) -> Outcome {
+    let miss = ResultCode::TcpMiss;
+    relay(state, client, fetched, &[], None, miss).await.outcome
 }
 
 /// Passes the request through without involving the store, saying why in Cache-Status.
@@ -64,24 +73,22 @@ pub(super) async fn pass<C: Responder>(
     why: Forward,
 ) -> Outcome {
     let cx = x.cx;
-    match fetch(cx, x.client, x.origin, &dest.upstream).await {
-        Ok(fetched) => {
-            let status = CacheStatus::forward(why).with_fwd_status(fetched.head().status());
-            x.cache_status.clear();
-            status.write(CACHE_NAME, x.cache_status);
-            relay(
-                cx.state,
-                x.client,
-                fetched,
-                x.cache_status,
-                None,
-                ResultCode::TcpMiss,
-            )
-            .await
-            .outcome
-        }
-        Err(e) => e.outcome(),
-    }
+    let mut fetched = match fetch(cx, x.client, x.origin, &dest.upstream).await {
+        Ok(fetched) => fetched,
+        Err(e) => return e.outcome(),
+    };
+    let status = CacheStatus::forward(why).with_fwd_status(fetched.head().status());
+    x.cache_status.clear();
+    status.write(CACHE_NAME, x.cache_status);
+    let relayed = relay(
+        cx.state,
+        x.client,
+        &mut fetched,
+        x.cache_status,
+        None,
+        ResultCode::TcpMiss,
+    );
+    relayed.await.outcome
 }
 
 /// How a relay ended.
@@ -92,13 +99,18 @@ pub(super) struct Relayed {
     pub body_complete: bool,
 }
 
-/// Relays the fetched response to the client, logged as `result` when it completes. `tee`
-/// sees every piece of the body (the store's copy); with one, a client that goes away does
-/// not stop the body from being read to its end, so that the fill others read survives it.
+/// Relays the fetched response to the client, logged as `result` when it completes, and
+/// releases it (`Fetched::release`). `tee` sees every piece of the body (the store's copy);
+/// with one, a client that goes away does not stop the body from being read to its end, so
+/// that the fill others read survives it.
+///
+/// `fetched` is borrowed, not taken, here and in the relays that wrap this one (`fill.rs`): an
+/// async fn keeps an argument taken by value twice in its state (the argument and the local it
+/// becomes), and a miss waiting on its origin holds the whole boxed state of the fill.
 pub(super) async fn relay<C: Responder>(
     state: &State,
     client: &mut C,
-    mut fetched: Fetched<'_>,
+    fetched: &mut Fetched<'_>,
     cache_status: &[u8],
     mut tee: Option<&mut StoringBody>,
     result: ResultCode,

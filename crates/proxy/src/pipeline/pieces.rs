@@ -108,7 +108,7 @@ async fn keep_and_relay<C: Responder>(
     cx: Ctx<'_, C::Request>,
     client: &mut C,
     cache_status: &mut Vec<u8>,
-    fetched: Fetched<'_>,
+    mut fetched: Fetched<'_>,
     k: Kept<'_>,
 ) -> Outcome {
     let status = fetched.head().status();
@@ -118,7 +118,7 @@ async fn keep_and_relay<C: Responder>(
         k.cache.store.purge(k.piece_key);
         if let Some(writer) = writer_for(cx.req, k.cache, k.q.key) {
             let storing = Storing::miss(k.q, writer, k.request_time, k.fwd);
-            return store_and_relay(cx, client, cache_status, fetched, storing).await;
+            return store_and_relay(cx, client, cache_status, &mut fetched, storing).await;
         }
     }
     let forwarded = CacheStatus::forward(k.fwd).with_fwd_status(status);
@@ -146,7 +146,7 @@ async fn keep_and_relay<C: Responder>(
         let relayed = relay(
             cx.state,
             client,
-            fetched,
+            &mut fetched,
             cache_status,
             None,
             ResultCode::TcpMiss,
@@ -168,7 +168,8 @@ async fn keep_and_relay<C: Responder>(
     cache_status.clear();
     forwarded.with_stored().write(CACHE_NAME, cache_status);
     let stored = (body, &new.after[..], ResultCode::TcpMiss);
-    let (outcome, committed) = relay_storing(cx.state, client, fetched, cache_status, stored).await;
+    let (outcome, committed) =
+        relay_storing(cx.state, client, &mut fetched, cache_status, stored).await;
     if committed && whole {
         // The complete response replaces the pieces it was made of.
         k.cache.store.purge(k.piece_key);

@@ -35,7 +35,7 @@ pub(super) async fn revalidate<C: Responder>(
     let request_time = unix_now();
     let cx = x.cx;
     let fetched = pass::fetch_with(cx, x.client, x.origin, &q.dest.upstream, &cond).await;
-    let fetched = match fetched {
+    let mut fetched = match fetched {
         Ok(f) => f,
         Err(e) => {
             metrics::revalidation(Revalidation::Failed);
@@ -91,7 +91,7 @@ pub(super) async fn revalidate<C: Responder>(
         },
         ..Storing::miss(q, writer, request_time, fwd)
     };
-    store_and_relay(cx, x.client, x.cache_status, fetched, storing).await
+    store_and_relay(cx, x.client, x.cache_status, &mut fetched, storing).await
 }
 
 const UNSELECTED_304: &str = "the origin answered 304 for a response Sepia does not hold";

@@ -22,7 +22,7 @@ pub(super) async fn answer<C: Responder>(
 ) -> Outcome {
     let request_time = unix_now();
     let cx = x.cx;
-    let fetched = match pass::fetch(cx, x.client, x.origin, &dest.upstream).await {
+    let mut fetched = match pass::fetch(cx, x.client, x.origin, &dest.upstream).await {
         Ok(fetched) => fetched,
         Err(e) => return e.outcome(),
     };
@@ -57,10 +57,8 @@ pub(super) async fn answer<C: Responder>(
                 result: ResultCode::TcpMiss,
                 judged_as_get: true,
             };
-            return store_and_relay(cx, x.client, x.cache_status, fetched, storing).await;
+            return store_and_relay(cx, x.client, x.cache_status, &mut fetched, storing).await;
         }
     }
-    pass::relay(cx.state, x.client, fetched, &[], None, ResultCode::TcpMiss)
-        .await
-        .outcome
+    pass::relay_passed(cx.state, x.client, &mut fetched).await
 }

@@ -54,9 +54,10 @@ impl Resolver {
         if let Ok(ip) = bare.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
-        let lookup = self
-            .inner()
-            .lookup_ip(host)
+        // Boxed: the resolver's lookup state (about a kilobyte) would otherwise be part of
+        // every request's future, held while the request waits on its origin, though most
+        // origins are addresses or pooled and never get here.
+        let lookup = Box::pin(self.inner().lookup_ip(host))
             .await
             .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;
         let addrs: Vec<SocketAddr> = lookup.iter().map(|ip| SocketAddr::new(ip, port)).collect();

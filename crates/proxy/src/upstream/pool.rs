@@ -204,7 +204,10 @@ impl Pool {
                 return Ok(conn);
             }
         }
-        self.connect(addrs, source, tls, tally).await
+        // Boxed: opening a connection (its connect and timeout state) is the rare case, and
+        // inline it would be part of every request's future, held while the request waits
+        // on its origin.
+        Box::pin(self.connect(addrs, source, tls, tally)).await
     }
 
     /// Number of idle connections held.
