@@ -105,7 +105,8 @@ pub(super) async fn store_and_relay<C: Responder>(
 }
 
 /// Whether `fetched` is to be stored (RFC 9111 §3): its body's way into the store if it is,
-/// `None` if it is only relayed. Either way `cache_status` is written for the client.
+/// `None` (and the fill's writer released) if it is only relayed. Either way `cache_status` is
+/// written for the client.
 fn start_storing<R: RequestView>(
     cx: Ctx<'_, R>,
     fetched: &Fetched<'_>,
@@ -113,7 +114,8 @@ fn start_storing<R: RequestView>(
     cache_status: &mut Vec<u8>,
 ) -> Option<StoringBody> {
     let policy = s.policy;
-    // In a block: the response's field view is needed only to build the metadata.
+    // In a block: of the response's and the request's field views, only what they decided
+    // is kept.
     let (meta, storable, secondary, vary, status) = {
         let resp = fetched.head();
         let fields = resp.fields();

@@ -100,9 +100,11 @@ async fn verify_host(
     match check_literal(host_value, scheme, dst)? {
         HostKind::Literal => Ok(()),
         HostKind::Name(name) => {
-            // Boxed: the resolver's future is large and would enlarge every connection's task;
-            // resolving allocates anyway.
-            let addrs = Box::pin(state.upstreams.resolver.resolve(name, dst.port()))
+            // `resolve` boxes the resolver's large lookup itself.
+            let addrs = state
+                .upstreams
+                .resolver
+                .resolve(name, dst.port())
                 .await
                 .map_err(|_| "the Host name could not be resolved to verify it")?;
             if addrs.iter().any(|a| a.ip().to_canonical() == dst.ip()) {

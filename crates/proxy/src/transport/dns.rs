@@ -56,7 +56,7 @@ impl Resolver {
         }
         // Boxed: the resolver's lookup state (about a kilobyte) would otherwise be part of
         // every request's future, held while the request waits on its origin, though most
-        // origins are addresses or pooled and never get here.
+        // routes' origins are address literals and never get here; a lookup allocates anyway.
         let lookup = Box::pin(self.inner().lookup_ip(host))
             .await
             .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e.to_string()))?;

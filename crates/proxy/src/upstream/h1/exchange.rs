@@ -370,9 +370,12 @@ impl<'s> Fetched<'s> {
     }
 
     /// Done with the response: its connection goes back to the pool if it may carry another
-    /// request (RFC 9112 §9.3), else it closes. Once released, the response has no
-    /// connection: a second call does nothing, and no more body can be read.
+    /// request (RFC 9112 §9.3), else it closes; over HTTP/2 its stream ends (cancelled if its
+    /// body was not read to the end) and gives its place on the shared connection back. Once
+    /// released, the response has neither: a second call does nothing, and no more body can be
+    /// read.
     pub fn release(&mut self) {
+        self.h2 = None;
         if let Some(origin) = self.origin.take() {
             if self.pool_rule && self.body.is_done() && self.obuf.is_empty() {
                 self.ups.pool.checkin(origin);

@@ -337,6 +337,20 @@ mod tests {
         Upstreams::new(Arc::new(config), Bytes::from_static(b"1.1 sepia"), None).unwrap()
     }
 
+    /// A stream of an HTTP/2 connection to `addr`.
+    async fn stream(ups: &Upstreams, addr: SocketAddr) -> H2Stream {
+        let addrs = [addr];
+        match ups
+            .h2
+            .reach(&ups.pool, &addrs, None, Tally::Direct)
+            .await
+            .unwrap()
+        {
+            Reached::H2(stream) => stream,
+            Reached::H1(_) => panic!("h2c is spoken with prior knowledge"),
+        }
+    }
+
     /// Sends `method /` with `content` to `addr` and reads the whole response.
     async fn exchange(
         addr: SocketAddr,
@@ -344,14 +358,7 @@ mod tests {
         content: Vec<Bytes>,
     ) -> Result<(u16, Vec<u8>, Option<Trailers>), FetchError> {
         let ups = upstreams(addr);
-        let Reached::H2(stream) = ups
-            .h2
-            .reach(&ups.pool, &[addr], None, Tally::Direct)
-            .await
-            .unwrap()
-        else {
-            panic!("h2c is spoken with prior knowledge");
-        };
+        let stream = stream(&ups, addr).await;
         let mut scratch = Scratch::default();
         let length: usize = content.iter().map(Bytes::len).sum();
         scratch.head = BytesMut::from(&b"POST / HTTP/1.1\r\nHost: origin.test\r\n\r\n"[..]);
@@ -414,6 +421,32 @@ mod tests {
         let failed = exchange(addr, Method::Post, vec![Bytes::from_static(b"x")]).await;
         assert!(failed.is_err());
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_released_response_has_no_more_body() {
+        // Released, an HTTP/2 response gives its stream back: whatever of the body was not
+        // read is not read any more (the stream is cancelled).
+        let (addr, _) = origin(Behaviour::Answer).await;
+        let ups = upstreams(addr);
+        let stream = stream(&ups, addr).await;
+        let mut scratch = Scratch {
+            head: BytesMut::from(&b"GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n"[..]),
+            ..Scratch::default()
+        };
+        let sending = Sending {
+            method: Method::Get,
+            body: BodyLength::None,
+            coded_ok: true,
+            tally: Tally::Direct,
+        };
+        let mut client = Client(Vec::new());
+        let mut fetched = fetch(&ups, stream, sending, &mut client, &mut scratch)
+            .await
+            .unwrap();
+        assert_eq!(fetched.head().status(), 200);
+        fetched.release();
+        assert!(fetched.next_body().await.is_err());
     }
 
     #[tokio::test]
