@@ -149,20 +149,20 @@ int main(int argc, char **argv) {
                 continue; /* dropped earlier in this batch */
             int slot = batch ? i : 0;
             ssize_t r = read(fd, bufs[slot], sizeof bufs[slot]);
-            from[slot] = fd;
-            len[slot] = r;
             if (r < 0 && (errno == EAGAIN || errno == EINTR))
-                len[slot] = 0;
-            else if (r <= 0) {
+                continue;
+            if (r <= 0)
                 drop(fd);
-                len[slot] = 0;
-            } else if (!batch && write_all(peer[fd], bufs[0], r))
+            else if (batch) {
+                from[i] = fd;
+                len[i] = r;
+            } else if (write_all(peer[fd], bufs[0], r))
                 drop(fd);
         }
+        /* A slot with nothing read keeps len 0: every slot is reset after its batch. */
         for (int i = 0; batch && i < n; i++) {
-            int fd = from[i];
-            if (len[i] > 0 && peer[fd] >= 0 && write_all(peer[fd], bufs[i], len[i]))
-                drop(fd);
+            if (len[i] > 0 && peer[from[i]] >= 0 && write_all(peer[from[i]], bufs[i], len[i]))
+                drop(from[i]);
             len[i] = 0;
         }
     }

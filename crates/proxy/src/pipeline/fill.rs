@@ -114,30 +114,25 @@ fn start_storing<R: RequestView>(
     cache_status: &mut Vec<u8>,
 ) -> Option<StoringBody> {
     let policy = s.policy;
-    // In a block: of the response's and the request's field views, only what they decided
-    // is kept.
-    let (meta, storable, secondary, vary, status) = {
-        let resp = fetched.head();
-        let fields = resp.fields();
-        let now = unix_now();
-        let meta =
-            StoredMeta::from_response(resp.status(), &fields, s.request_time, now, s.key, policy);
-        // Both read the response's Cache-Control, Expires and Vary from the metadata just built.
-        let request_fields = cx.req.fields();
-        let method = if s.judged_as_get {
-            b"GET"
-        } else {
-            cx.req.method_raw()
-        };
-        let storable = is_storable_stored(method, &request_fields, &meta, policy);
-        // The secondary key is written into the Cache-Status buffer, written anew below, and
-        // copied out at its exact size: a fresh `Vec` grew three times per Vary'd miss.
-        let vary = vary_key_of(&meta.vary, &request_fields, cache_status);
-        let secondary = Bytes::copy_from_slice(cache_status);
-        (meta, storable, secondary, vary, resp.status())
+    let resp = fetched.head();
+    let fields = resp.fields();
+    let now = unix_now();
+    let meta =
+        StoredMeta::from_response(resp.status(), &fields, s.request_time, now, s.key, policy);
+    // Both read the response's Cache-Control, Expires and Vary from the metadata just built.
+    let request_fields = cx.req.fields();
+    let method = if s.judged_as_get {
+        b"GET"
+    } else {
+        cx.req.method_raw()
     };
+    let storable = is_storable_stored(method, &request_fields, &meta, policy);
+    // The secondary key is written into the Cache-Status buffer, written anew below, and
+    // copied out at its exact size: a fresh `Vec` grew three times per Vary'd miss.
+    let vary = vary_key_of(&meta.vary, &request_fields, cache_status);
+    let secondary = Bytes::copy_from_slice(cache_status);
     let source = meta.source;
-    let mut status = CacheStatus::forward(s.fwd).with_fwd_status(status);
+    let mut status = CacheStatus::forward(s.fwd).with_fwd_status(resp.status());
     // A body whose end cannot be told apart from the origin dying (HTTP/1.1 close-delimited,
     // RFC 9112 §8) is relayed, but never stored.
     if !storable.is_storable()
@@ -163,7 +158,7 @@ fn start_storing<R: RequestView>(
         secondary,
         piece: None,
     };
-    let body = publish_response(s.writer, fetched.head(), publishing);
+    let body = publish_response(s.writer, resp, publishing);
     cache_status.clear();
     let status = decided_by(status, policy, source);
     status.with_stored().write(CACHE_NAME, cache_status);

@@ -62,8 +62,9 @@ pub(super) async fn relay_passed<C: Responder>(
     client: &mut C,
     fetched: &mut Fetched<'_>,
 ) -> Outcome {
-    let miss = ResultCode::TcpMiss;
-    relay(state, client, fetched, &[], None, miss).await.outcome
+    relay(state, client, fetched, &[], None, ResultCode::TcpMiss)
+        .await
+        .outcome
 }
 
 /// Passes the request through without involving the store, saying why in Cache-Status.
@@ -104,7 +105,7 @@ pub(super) struct Relayed {
 /// with one, a client that goes away does not stop the body from being read to its end, so
 /// that the fill others read survives it.
 ///
-/// `fetched` is borrowed, not taken, here and in the relays that wrap this one (`fill.rs`): an
+/// `fetched` is borrowed, not taken, here and in the relays that wrap this one: an
 /// async fn keeps an argument taken by value twice in its state (the argument and the local it
 /// becomes), and a miss waiting on its origin holds the whole boxed state of the fill.
 pub(super) async fn relay<C: Responder>(
